@@ -1,0 +1,38 @@
+# Targets: install, run, test, lint, format, bench, clean. See README.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+ARGS   ?=
+
+.PHONY: install run test lint format bench clean
+
+install: $(STAMP)
+
+# Reinstall when the project's metadata changes; the package itself is editable.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: install  ## start an interactive session (make run ARGS="-m llama3.1")
+	$(BIN)/agent chat $(ARGS)
+
+test: install lint  ## lint, then the whole test suite
+	$(BIN)/python -m pytest $(ARGS)
+
+lint: install  ## ruff (lint + format check) and mypy on cli/
+	$(BIN)/ruff check cli tests bench
+	$(BIN)/ruff format --check cli tests bench
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff check --fix cli tests bench
+	$(BIN)/ruff format cli tests bench
+
+bench: install  ## speed and memory ratios against in-run baselines
+	$(BIN)/python -m bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

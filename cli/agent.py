@@ -1,0 +1,321 @@
+"""The agent loop (seed §2.3, §3.7, §8): messages + tools → typed events. Never prints.
+
+One turn: send the conversation, accumulate the streamed answer, append it; if it asked for
+tools, decide on each call (policy → approver → execute), append one tool message per call
+in order, and send again; stop when an answer has no tool calls or after `max_steps` model
+calls. The conversation list is the caller's and stays well-formed whatever happens, Ctrl-C
+included: a partial answer is kept, and every tool call gets its tool message.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cli import tools
+from cli.approval import ApprovalRequest, Approver
+from cli.config import TOOL_NAMES
+from cli.context import HEADROOM, estimate_tokens, fit_messages, shrink_result
+from cli.events import (
+    ContentDelta,
+    Event,
+    Finished,
+    Notice,
+    StepFinished,
+    ThinkingDelta,
+    ToolCallProposed,
+    ToolDecided,
+    ToolResult,
+)
+from cli.messages import ChatBackend, ChatRequest, Message, ModelInfo, Stats, ToolCall
+from cli.policy import Decision, Policy
+from cli.prompt import Surroundings, build_system_prompt
+from cli.schema import SchemaError
+from cli.textcalls import extract_tool_calls
+from cli.tools import ToolContext
+
+DEFAULT_CONTEXT = 4096  # what Ollama uses when num_ctx is not sent
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    model: str
+    think: bool = False
+    max_steps: int = 10
+    options: Mapping[str, Any] = field(default_factory=dict)
+    keep_alive: str | int | None = None
+    system_prompt: str = ""  # the user's addition, appended to ours
+
+
+@dataclass
+class _Turn:
+    """What one model call streamed, accumulated from every chunk, the last one included
+    (some models send their tool calls only in the final `done` chunk)."""
+
+    content: str = ""
+    thinking: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    done_reason: str | None = None
+    stats: Stats = field(default_factory=Stats)
+
+    def message(self, calls: list[ToolCall], content: str) -> Message:
+        message: Message = {"role": "assistant", "content": content}
+        if self.thinking:
+            message["thinking"] = self.thinking
+        if calls:
+            message["tool_calls"] = [c.to_message() for c in calls]
+        return message
+
+
+class Agent:
+    """Runs turns against one backend under one policy. Model capabilities are looked up
+    once per model and cached."""
+
+    def __init__(
+        self,
+        backend: ChatBackend,
+        policy: Policy,
+        approver: Approver,
+        context: ToolContext,
+        settings: AgentSettings,
+        surroundings: Surroundings,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend = backend
+        self.policy = policy
+        self.approver = approver
+        self.context = context
+        self.settings = settings
+        self.surroundings = surroundings
+        self.clock = clock
+        self._models: dict[str, ModelInfo] = {}
+
+    # -- model ----------------------------------------------------------------------------
+
+    def model_info(self) -> ModelInfo:
+        """/api/show for the current model, once (raises ModelNotFound for unknown models)."""
+        name = self.settings.model
+        if name not in self._models:
+            self._models[name] = self.backend.model_info(name)
+        return self._models[name]
+
+    def tools_on(self) -> bool:
+        return self.model_info().supports_tools and bool(self.policy.enabled_tools())
+
+    def thinking_on(self) -> bool:
+        return self.settings.think and self.model_info().supports_thinking
+
+    def system_prompt(self) -> str:
+        return build_system_prompt(self.surroundings, self.tools_on(), self.settings.system_prompt)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self, conversation: list[Message], prompt: str) -> Iterator[Event]:
+        """Add the user's prompt to `conversation` and work until the model answers."""
+        self._set_system_prompt(conversation)
+        conversation.append({"role": "user", "content": prompt})
+        return self._loop(conversation)
+
+    def _loop(self, conversation: list[Message]) -> Iterator[Event]:
+        started = self.clock()
+        info = self.model_info()
+        tool_names = self.policy.enabled_tools() if info.supports_tools else []
+        yield from self._capability_notices(info)
+        request_tools = tools.definitions(tool_names)
+        budget = self._token_budget(info, request_tools)
+        total, steps, retried_empty = Stats(), 0, False
+        while True:
+            steps += 1
+            request = ChatRequest(
+                model=self.settings.model,
+                messages=fit_messages(conversation, budget),
+                tools=request_tools,
+                think=self._think_field(info),
+                options=self.settings.options,
+                keep_alive=self.settings.keep_alive,
+            )
+            turn = _Turn()
+            try:
+                for chunk in self.backend.chat(request):
+                    if chunk.thinking:
+                        turn.thinking += chunk.thinking
+                        yield ThinkingDelta(chunk.thinking)
+                    if chunk.content:
+                        turn.content += chunk.content
+                        yield ContentDelta(chunk.content)
+                    turn.calls.extend(chunk.tool_calls)
+                    if chunk.done:
+                        turn.done_reason = chunk.done_reason
+                        turn.stats = chunk.stats or Stats()
+            except BaseException:
+                # Ctrl-C, a closed generator or a broken stream: keep what arrived.
+                if turn.content or turn.thinking:
+                    conversation.append(turn.message([], turn.content))
+                raise
+            total = total + turn.stats
+            calls, content = turn.calls, turn.content
+            if not calls and tool_names:
+                calls, content = extract_tool_calls(turn.content, TOOL_NAMES)
+            conversation.append(turn.message(calls, content))
+            yield StepFinished(steps, turn.stats, len(calls), turn.done_reason)
+            if not calls:
+                if not content.strip() and not retried_empty and steps < self.settings.max_steps:
+                    # An empty answer after tool results is a known local-model failure
+                    # (ollama#10899): asking once more usually gets the real answer.
+                    retried_empty = True
+                    conversation.pop()
+                    yield Notice("the model sent an empty answer; asking it once more")
+                    continue
+                yield Finished("answer", content, steps, total, self.clock() - started)
+                return
+            if steps >= self.settings.max_steps:
+                why = (
+                    f"not run: the step limit (agent.max_steps={self.settings.max_steps}) "
+                    "was reached"
+                )
+                for call in calls:
+                    conversation.append(tool_message(call, {"success": False, "error": why}))
+                yield Finished(
+                    "max_steps", content, steps, total, self.clock() - started, len(calls)
+                )
+                return
+            stopped = yield from self._run_calls(calls, steps, conversation)
+            if stopped:
+                yield Finished("stopped", content, steps, total, self.clock() - started)
+                return
+
+    def _run_calls(
+        self, calls: list[ToolCall], step: int, conversation: list[Message]
+    ) -> Generator[Event, None, bool]:
+        """Decide and run each call in order; returns True if the user stopped the turn."""
+        cap = self.context.limits.max_tool_calls_per_step
+        answered = 0
+        try:
+            if len(calls) > cap:
+                yield Notice(
+                    f"the model asked for {len(calls)} tool calls in one turn; "
+                    f"only the first {cap} run (policy.limits.max_tool_calls_per_step)"
+                )
+            stop = False
+            for index, call in enumerate(calls):
+                if stop or index >= cap:
+                    why = (
+                        "cancelled: the user stopped this turn"
+                        if stop
+                        else f"not run: at most {cap} tool calls run per turn"
+                    )
+                    conversation.append(tool_message(call, {"success": False, "error": why}))
+                    answered += 1
+                    continue
+                result_event, stop = yield from self._run_call(call, step)
+                conversation.append(tool_message(call, result_event.result))
+                answered += 1
+                yield result_event
+            return stop
+        finally:
+            # Interrupted mid-way: every call still gets its tool message, so the history
+            # sent next time is one Ollama accepts.
+            for call in calls[answered:]:
+                result = {"success": False, "error": "interrupted by the user"}
+                conversation.append(tool_message(call, result))
+
+    def _run_call(
+        self, call: ToolCall, step: int
+    ) -> Generator[Event, None, tuple[ToolResult, bool]]:
+        yield ToolCallProposed(call, step)
+        arguments: dict[str, Any] = {}
+        decision = self._check(call)
+        if decision is None:
+            try:
+                arguments = tools.check_arguments(call.name, call.arguments)
+                decision = self.policy.decide(call.name, arguments)
+            except SchemaError as exc:
+                decision = Decision("deny", f"invalid arguments for {call.name}: {exc}", "schema")
+        decided, stop = self._approve(call, arguments, decision)
+        yield decided
+        started = self.clock()
+        if decided.allowed:
+            try:
+                result = tools.execute(call.name, self.context, arguments, decision.paths)
+            except Exception as exc:  # a tool bug must not end the session: report it
+                result = {"success": False, "error": f"{call.name} failed: {exc}"}
+        elif decision.action == "deny":
+            result = {"success": False, "error": f"denied: {decided.reason}"}
+        else:
+            result = {"success": False, "error": f"not run: {decided.reason}"}
+        result = shrink_result(result, self.context.limits.max_tool_result_chars)
+        event = ToolResult(call, result, self.clock() - started, decided)
+        return event, stop
+
+    def _check(self, call: ToolCall) -> Decision | None:
+        """Refusals that need no schema: bad JSON arguments, unknown or disabled tools."""
+        if call.arguments_error:
+            return Decision("deny", f"{call.name or 'tool call'}: {call.arguments_error}", "schema")
+        if call.name not in TOOL_NAMES or self.policy.setting(call.name) == "deny":
+            return self.policy.decide(call.name, {})
+        return None
+
+    def _approve(
+        self, call: ToolCall, arguments: dict[str, Any], decision: Decision
+    ) -> tuple[ToolDecided, bool]:
+        """The final say, and whether the user asked to stop the turn."""
+        if decision.action != "ask":
+            allowed = decision.action == "allow"
+            return ToolDecided(
+                call, decision, allowed, "policy" if allowed else "", decision.reason
+            ), False
+        approval = self.approver(ApprovalRequest(call, arguments, decision))
+        if approval.approved:
+            return ToolDecided(call, decision, True, approval.by, decision.reason), False
+        if approval.stop_turn:
+            return ToolDecided(call, decision, False, "", "the user stopped this turn"), True
+        reason = approval.reason or "the user declined"
+        if approval.by == "user" and not reason.startswith("the user"):
+            reason = f"the user declined: {reason}"
+        return ToolDecided(call, decision, False, "", reason), False
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _set_system_prompt(self, conversation: list[Message]) -> None:
+        system = {"role": "system", "content": self.system_prompt()}
+        if conversation and conversation[0].get("role") == "system":
+            conversation[0] = system
+        else:
+            conversation.insert(0, system)
+
+    def _capability_notices(self, info: ModelInfo) -> Iterator[Event]:
+        if not info.supports_tools and self.policy.enabled_tools():
+            yield Notice(f"model '{info.name}' does not support tools: it answers without them")
+        if self.settings.think and not info.supports_thinking:
+            yield Notice(f"model '{info.name}' cannot think: thinking stays off")
+
+    def _think_field(self, info: ModelInfo) -> bool | None:
+        """`think: true` only when asked for and possible. A thinking model that was not
+        asked gets `think: false`, since Ollama turns thinking on when the field is absent;
+        any other model gets no field (true would be a 400)."""
+        if not info.supports_thinking:
+            return None
+        return self.settings.think
+
+    def _token_budget(self, info: ModelInfo, request_tools: list[dict[str, Any]]) -> int:
+        num_ctx = self.settings.options.get("num_ctx")
+        if not isinstance(num_ctx, int) or num_ctx <= 0:
+            num_ctx = info.context_length or DEFAULT_CONTEXT
+        tools_cost = estimate_tokens(json.dumps(request_tools)) if request_tools else 0
+        return int(num_ctx * HEADROOM) - tools_cost
+
+
+def tool_message(call: ToolCall, result: Mapping[str, Any]) -> Message:
+    """The tool result as history: `tool_name` (Ollama ≥ 0.9.6), `tool_call_id` when the
+    call had an id (≥ 0.12.10; older servers ignore it)."""
+    message: Message = {
+        "role": "tool",
+        "tool_name": call.name,
+        "content": json.dumps(result, ensure_ascii=False),
+    }
+    if call.id:
+        message["tool_call_id"] = call.id
+    return message

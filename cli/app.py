@@ -1,0 +1,293 @@
+"""The `agent` command: parse flags → build the core objects → consume events → exit code.
+
+This is the one place where errors become exit codes (see `errors.py`). The core is imported
+inside the commands, so `agent --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Annotated, TextIO
+
+import typer
+
+from cli import __version__
+from cli.errors import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STEP_LIMIT,
+    AgentError,
+    UsageError,
+)
+
+app = typer.Typer(
+    name="agent",
+    help="metona-agent: let a local Ollama model read, search and change your files, "
+    "under a YAML safety policy (see config.example.yaml).",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """The process's surroundings, read once and passed down."""
+
+    stdin: TextIO
+    stdout: TextIO
+    stderr: TextIO
+    environ: Mapping[str, str]
+    cwd: str
+
+    @classmethod
+    def from_process(cls) -> Terminal:
+        return cls(sys.stdin, sys.stdout, sys.stderr, dict(os.environ), os.getcwd())
+
+    @property
+    def home(self) -> str:
+        return self.environ.get("HOME") or os.path.expanduser("~")
+
+    def interactive(self) -> bool:
+        """Questions need both: stdin to read the answer, stderr to show the question."""
+        return _isatty(self.stdin) and _isatty(self.stderr)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# -- options shared by run and chat ----------------------------------------------------------
+
+ModelOpt = Annotated[
+    str | None, typer.Option("-m", "--model", help="Model to use (default: ollama.model).")
+]
+HostOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--host",
+        help="Ollama server: http(s)://host[:port], host, host:port or :port "
+        "(default: $OLLAMA_HOST, then ollama.host, then http://localhost:11434).",
+    ),
+]
+ConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "-c",
+        "--config",
+        help="YAML config file (default: $XDG_CONFIG_HOME/metona-agent/config.yaml if it "
+        "exists, else built-in defaults).",
+    ),
+]
+ThinkOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--think/--no-think",
+        help="Let a thinking model think, and show its thinking dimmed (default: ollama.think).",
+    ),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"metona-agent {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    ctx: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks of errors.", hidden=True)
+    ] = False,
+) -> None:
+    ctx.obj = {"debug": debug}
+
+
+@contextlib.contextmanager
+def exit_codes(terminal: Terminal, debug: bool) -> Iterator[None]:
+    """Expected failures → one line on stderr and their exit code; Ctrl-C → 130."""
+    try:
+        yield
+    except AgentError as exc:
+        if debug:
+            raise
+        terminal.stderr.write(f"agent: {exc.message}\n")
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        terminal.stderr.write("\nagent: interrupted\n")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+# -- agent run -------------------------------------------------------------------------------
+
+
+@app.command(
+    "run",
+    help="Run one prompt to completion and print the answer on stdout; a trace of tool calls "
+    "goes to stderr. Piped stdin is appended to the prompt; a prompt of '-' is read from "
+    "stdin. Exit codes: 0 answered, 1 server/model/stream failure, 2 usage or config error, "
+    "3 step limit reached, 130 interrupted.",
+)
+def run(
+    ctx: typer.Context,
+    prompt: Annotated[str, typer.Argument(help="What to ask; '-' reads it from stdin.")],
+    model: ModelOpt = None,
+    host: HostOpt = None,
+    config: ConfigOpt = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "-y",
+            "--yes",
+            help="Approve, without asking, the tools listed in policy.unattended (never for "
+            "paths outside the allowed dirs). Other confirmations are still asked on the "
+            "terminal, or denied when there is none.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object on stdout instead of the answer: answer, model, steps, "
+            "stop_reason, tool_calls, stats.",
+        ),
+    ] = False,
+    max_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-steps", min=1, help="At most this many model calls (default: agent.max_steps)."
+        ),
+    ] = None,
+    think: ThinkOpt = None,
+) -> None:
+    terminal = Terminal.from_process()
+    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+        code = _run(terminal, prompt, yes, as_json, model, host, config, think, max_steps)
+    raise typer.Exit(code)
+
+
+def _run(
+    terminal: Terminal,
+    prompt: str,
+    yes: bool,
+    as_json: bool,
+    model: str | None,
+    host: str | None,
+    config_path: str | None,
+    think: bool | None,
+    max_steps: int | None,
+) -> int:
+    from rich.console import Console
+
+    from cli.approval import Approver, UnattendedApprover, refuse_without_terminal
+    from cli.policy import Policy
+    from cli.ui.confirm import LineApprover
+    from cli.ui.trace import RunRecord, RunTrace
+    from cli.wiring import Choices, build_agent, load
+
+    choices = Choices(model, host, config_path, think, max_steps)
+    config = load(choices, terminal.environ)
+    text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
+    asker = LineApprover(terminal.stdin, terminal.stderr) if terminal.interactive() else None
+
+    def approver(_policy: Policy) -> Approver:
+        fallback: Approver = asker or refuse_without_terminal
+        return UnattendedApprover(config.policy.unattended, fallback) if yes else fallback
+
+    agent = build_agent(
+        choices,
+        config,
+        environ=terminal.environ,
+        cwd=terminal.cwd,
+        home=terminal.home,
+        approver=approver,
+    )
+    console = Console(file=terminal.stderr, highlight=False, soft_wrap=True)
+    record = RunRecord(model=agent.settings.model)
+    trace = RunTrace(console, record, show_thinking=agent.settings.think)
+    try:
+        trace.consume(agent.run([], text))
+    except (AgentError, KeyboardInterrupt) as exc:
+        if as_json:
+            record.answer = trace.partial_answer
+            record.stop_reason = "error" if isinstance(exc, AgentError) else "interrupted"
+            record.error = exc.message if isinstance(exc, AgentError) else "interrupted"
+            print_json(terminal.stdout, record.to_json())
+        raise
+    if as_json:
+        print_json(terminal.stdout, record.to_json())
+    elif record.answer:
+        terminal.stdout.write(record.answer.rstrip("\n") + "\n")
+        terminal.stdout.flush()
+    return EXIT_STEP_LIMIT if record.stop_reason == "max_steps" else EXIT_OK
+
+
+def read_prompt(prompt: str, stdin: TextIO, max_bytes: int) -> str:
+    """The prompt, with piped stdin appended; `-` reads the whole prompt from stdin."""
+    if prompt == "-":
+        text = _read_stdin(stdin, max_bytes)
+        if not text.strip():
+            raise UsageError("the prompt '-' means read stdin, and stdin was empty: pipe it in")
+        return text.strip()
+    if not prompt.strip():
+        raise UsageError("the prompt is empty: say what the agent should do")
+    if _is_piped(stdin):
+        piped = _read_stdin(stdin, max_bytes)
+        if piped.strip():
+            return f"{prompt}\n\n{piped.rstrip()}"
+    return prompt
+
+
+def _is_piped(stdin: TextIO) -> bool:
+    """A pipe or a redirected file: not a terminal, not /dev/null, not a closed stdin (which
+    would block or read nothing useful)."""
+    try:
+        mode = os.fstat(stdin.fileno()).st_mode
+    except (AttributeError, ValueError, OSError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+def _read_stdin(stdin: TextIO, max_bytes: int) -> str:
+    try:
+        text = stdin.read(max_bytes + 1)
+    except UnicodeDecodeError:
+        raise UsageError("stdin is not UTF-8 text: pipe text into agent run") from None
+    if len(text.encode("utf-8", "replace")) > max_bytes:
+        raise UsageError(
+            f"stdin holds more than {max_bytes} bytes (policy.limits.max_read_bytes): pipe "
+            "less, or let the agent read the file itself"
+        )
+    return text
+
+
+def print_json(stream: TextIO, data: object) -> None:
+    stream.write(json.dumps(data, ensure_ascii=False) + "\n")
+    stream.flush()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+__all__ = ["EXIT_FAILURE", "app", "main"]

@@ -1,0 +1,53 @@
+"""Who answers when the policy says "ask" (pure: the terminal question lives in ui/)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cli.messages import ToolCall
+from cli.policy import Decision
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    call: ToolCall
+    arguments: Mapping[str, Any]  # checked against the schema
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class Approval:
+    approved: bool
+    by: str = "user"  # who said yes: "user", "--yes", "session"
+    reason: str = ""  # why not, in the user's words or ours: the model reads it
+    stop_turn: bool = False  # "q": answer nothing more this turn
+
+
+class Approver(Protocol):
+    def __call__(self, request: ApprovalRequest) -> Approval: ...
+
+
+def refuse_without_terminal(request: ApprovalRequest) -> Approval:
+    """No terminal to ask on: every ask is a no."""
+    return Approval(
+        False,
+        by="",
+        reason="needs the user's confirmation, and no one can be asked (not run from a "
+        "terminal); the user can allow it in the policy or run with --yes",
+    )
+
+
+class UnattendedApprover:
+    """`--yes`: approve asks for the tools in policy.unattended, never one that reaches
+    outside the allowed dirs (--yes never widens what is reachable); pass the rest on."""
+
+    def __init__(self, unattended: Collection[str], fallback: Approver) -> None:
+        self.unattended = frozenset(unattended)
+        self.fallback = fallback
+
+    def __call__(self, request: ApprovalRequest) -> Approval:
+        if request.call.name in self.unattended and not request.decision.outside_allowed:
+            return Approval(True, by="--yes")
+        return self.fallback(request)

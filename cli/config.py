@@ -1,0 +1,383 @@
+"""The YAML config: where it is found, how it is checked, and the frozen settings it becomes.
+
+The dataclasses below are the schema: every key, its type and its default. `config.example.yaml`
+documents each of them; a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_origin, get_type_hints
+
+import yaml
+
+from cli.errors import ConfigError
+
+APP_NAME = "metona-agent"
+
+# The tools the policy knows, in the order the model sees them.
+TOOL_NAMES = (
+    "read_file",
+    "write_file",
+    "list_directory",
+    "search_files",
+    "create_directory",
+    "delete_file",
+    "run_command",
+)
+READ_TOOLS = frozenset({"read_file", "list_directory", "search_files"})
+WRITE_TOOLS = frozenset({"write_file", "create_directory", "delete_file"})
+SETTINGS = ("allow", "ask", "deny")
+CONFIRM_MODES = ("all", "write-only", "none")
+
+DEFAULT_SENSITIVE = (
+    r"\.env$",
+    r"\.pem$",
+    r"\.key$",
+    r"id_rsa",
+    r"\.gnupg",
+    r"credentials",
+    r"password",
+)
+
+# The seed's command deny list, as case-insensitive regular expressions searched anywhere in
+# the command. It catches the obvious spellings only: see README "Safety".
+DEFAULT_COMMAND_DENY = (
+    r"\brm\s+(-[a-z]*\s+)*-[a-z]*(r[a-z]*f|f[a-z]*r)[a-z]*\s+(/|/\*|~|\$HOME)(\s|$)",
+    r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
+    r"\bmkfs(\.\w+)?\b",
+    r"\bdd\s+if=",
+    r"\bwipefs\b",
+    r"\bshred\b",
+    r"\b(shutdown|reboot|poweroff|halt)\b",
+    r"\b(useradd|usermod|userdel|passwd)\b",
+    r"\bchmod\s+(-[a-z]+\s+)*0?777\b",
+    r"\bchown\s+(-[a-z]+\s+)*root\b",
+    r"\bcrontab\s+-e\b",
+    r"\bsystemctl\s+(enable|disable)\b",
+    r"\|\s*(sudo\s+)?(ba|z|da|k)?sh\b",
+    r"/dev/(tcp|udp)/",
+    r"\bbash\s+-i\s*>&",
+    r"\beval\b",
+    r"\bexec\s*>",
+)
+
+
+def _setting(default: Any, **meta: Any) -> Any:
+    """A dataclass field whose default may be mutable, with validation metadata."""
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class OllamaConfig:
+    host: str = "http://localhost:11434"
+    model: str = "qwen3:8b"
+    think: bool = False
+    timeout: float = _setting(300.0, minimum=1)
+    keep_alive: str | int = _setting("5m", allow_int=True)
+    options: dict[str, Any] = _setting({"num_ctx": 24576, "temperature": 0.7}, merge=True)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    max_steps: int = _setting(10, minimum=1)
+    system_prompt: str = ""
+
+
+@dataclass(frozen=True)
+class CommandsConfig:
+    deny: list[str] = _setting(list(DEFAULT_COMMAND_DENY), regex=True)
+    allow: list[str] = _setting([])
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    max_read_bytes: int = _setting(1024 * 1024, minimum=1)
+    max_read_lines: int = _setting(500, minimum=1)
+    max_write_bytes: int = _setting(5 * 1024 * 1024, minimum=1)
+    max_list_entries: int = _setting(500, minimum=1)
+    list_depth: int = _setting(3, minimum=1)
+    search_results: int = _setting(50, minimum=1)
+    max_search_results: int = _setting(500, minimum=1)
+    max_search_files: int = _setting(10_000, minimum=1)
+    max_search_file_bytes: int = _setting(500 * 1024, minimum=1)
+    max_matches_per_file: int = _setting(10, minimum=1)
+    command_timeout_ms: int = _setting(30_000, minimum=1)
+    max_command_timeout_ms: int = _setting(120_000, minimum=1)
+    max_command_output_bytes: int = _setting(100 * 1024, minimum=1)
+    max_tool_calls_per_step: int = _setting(32, minimum=1)
+    max_tool_result_chars: int = _setting(32_000, minimum=1000)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    allowed_dirs: list[str] = _setting(["."])
+    blocked_dirs: list[str] = _setting(
+        ["/etc", "/sys", "/proc", "/dev", "/boot", "/root", "~/.ssh", "~/.gnupg", "~/.aws"]
+    )
+    sensitive_patterns: list[str] = _setting(list(DEFAULT_SENSITIVE), regex=True)
+    confirm: str = _setting("write-only", choices=CONFIRM_MODES)
+    tools: dict[str, str] = _setting({}, keys=TOOL_NAMES, choices=SETTINGS)
+    unattended: list[str] = _setting(["write_file", "create_directory"], choices=TOOL_NAMES)
+    commands: CommandsConfig = field(default_factory=CommandsConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+
+
+@dataclass(frozen=True)
+class Config:
+    ollama: OllamaConfig = field(default_factory=OllamaConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    source: str | None = field(default=None, compare=False)  # the file it came from
+
+
+# -- where things live -----------------------------------------------------------------------
+
+
+def _xdg_dir(env: Mapping[str, str], var: str, fallback: str) -> Path:
+    value = env.get(var, "")
+    # The XDG spec says relative values are invalid and must be ignored.
+    if value and os.path.isabs(value):
+        return Path(value) / APP_NAME
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(home) / fallback / APP_NAME
+
+
+def config_dir(env: Mapping[str, str]) -> Path:
+    return _xdg_dir(env, "XDG_CONFIG_HOME", ".config")
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    return _xdg_dir(env, "XDG_STATE_HOME", ".local/state")
+
+
+def data_dir(env: Mapping[str, str]) -> Path:
+    return _xdg_dir(env, "XDG_DATA_HOME", ".local/share")
+
+
+def find_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    """`-c PATH` if given (it must exist), else the XDG config file if it exists, else None."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file {explicit} does not exist: check the -c/--config path")
+        return path
+    default = config_dir(env) / "config.yaml"
+    return default if default.is_file() else None
+
+
+def resolve_host(flag: str | None, env: Mapping[str, str], config: Config) -> str:
+    """The one lookup order for the server: --host > OLLAMA_HOST > ollama.host > default."""
+    from cli.ollama import normalize_host  # here, not at the top: config stays importable alone
+
+    for source, value in (
+        ("--host", flag),
+        ("OLLAMA_HOST", env.get("OLLAMA_HOST")),
+        ("ollama.host", config.ollama.host),
+    ):
+        if value and value.strip():
+            try:
+                return normalize_host(value)
+            except ValueError as exc:
+                raise ConfigError(f"{source}: {exc}") from None
+    return normalize_host("http://localhost:11434")
+
+
+# -- loading -------------------------------------------------------------------------------
+
+
+def load_config(path: Path | None) -> Config:
+    """Read and check the YAML at `path` (built-in defaults when None)."""
+    if path is None:
+        return Config()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    return parse_config(text, str(path))
+
+
+def parse_config(text: str, source: str) -> Config:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        lines: dict[tuple[str, ...], int] = {}
+        if node is not None:
+            _index_lines(node, (), lines, source)
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"config {source}{where}: invalid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+    if data is None:
+        return dataclasses.replace(Config(), source=source)
+    builder = _Builder(source, lines)
+    config: Config = builder.build(Config, data, ())
+    return dataclasses.replace(config, source=source)
+
+
+def _index_lines(
+    node: yaml.Node, path: tuple[str, ...], lines: dict[tuple[str, ...], int], source: str
+) -> None:
+    """Record the line of every key, and refuse duplicate keys (PyYAML keeps the last one
+    silently, which hides a typo'd second `policy:` block)."""
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key in seen:
+                dotted = ".".join((*path, key))
+                raise ConfigError(
+                    f"config {source}, line {key_node.start_mark.line + 1}: "
+                    f"key '{dotted}' appears twice; keep one"
+                )
+            seen.add(key)
+            child = (*path, key)
+            lines[child] = key_node.start_mark.line + 1
+            _index_lines(value_node, child, lines, source)
+
+
+class _Builder:
+    """Checks plain YAML data against the dataclasses and builds them, naming file, line and
+    key in every error."""
+
+    def __init__(self, source: str, lines: Mapping[tuple[str, ...], int]) -> None:
+        self.source = source
+        self.lines = lines
+
+    def fail(self, path: tuple[str, ...], message: str) -> ConfigError:
+        line = self.lines.get(path)
+        where = f", line {line}" if line else ""
+        key = ".".join(path) or "(top level)"
+        return ConfigError(f"config {self.source}{where}: {key}: {message}")
+
+    def build(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
+        if not isinstance(data, dict):
+            raise self.fail(path, f"expected a mapping of keys, got {_kind(data)}")
+        hints = get_type_hints(cls)
+        known = [f.name for f in dataclasses.fields(cls) if f.name != "source"]
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in known:
+                raise self.fail(
+                    (*path, str(key)), f"unknown key; known keys here: {', '.join(known)}"
+                )
+            values[key] = self.value(hints[key], cls, key, value, (*path, key))
+        return cls(**values)
+
+    def value(self, hint: Any, cls: type[Any], name: str, value: Any, path: tuple[str, ...]) -> Any:
+        meta = next(f.metadata for f in dataclasses.fields(cls) if f.name == name)
+        if dataclasses.is_dataclass(hint):
+            return self.build(hint, {} if value is None else value, path)  # type: ignore[arg-type]
+        origin = get_origin(hint)
+        if origin is list:
+            return self.string_list(value, path, meta)
+        if origin is dict:
+            return self.mapping(value, path, meta, cls, name)
+        return self.scalar(hint, value, path, meta)
+
+    def scalar(self, hint: Any, value: Any, path: tuple[str, ...], meta: Mapping[str, Any]) -> Any:
+        if hint is bool:
+            if not isinstance(value, bool):
+                raise self.fail(path, f"expected true or false, got {_kind(value)}")
+        elif hint is int:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise self.fail(path, f"expected a whole number, got {_kind(value)}")
+        elif hint is float:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise self.fail(path, f"expected a number, got {_kind(value)}")
+            value = float(value)
+        elif meta.get("allow_int") and isinstance(value, int) and not isinstance(value, bool):
+            pass  # keep_alive: a number is seconds, a string a duration ("5m"), as Ollama reads it
+        elif (hint is str or meta.get("allow_int")) and not isinstance(value, str):
+            raise self.fail(path, f"expected a string, got {_kind(value)}")
+        minimum = meta.get("minimum")
+        if minimum is not None and value < minimum:
+            raise self.fail(path, f"must be at least {minimum}, got {value}")
+        choices = meta.get("choices")
+        if choices and value not in choices:
+            raise self.fail(path, f"expected one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def string_list(self, value: Any, path: tuple[str, ...], meta: Mapping[str, Any]) -> list[str]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected a list of strings, got {_kind(value)}")
+        out = []
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.fail(path, f"item {index + 1}: expected a string, got {_kind(item)}")
+            if meta.get("choices") and item not in meta["choices"]:
+                raise self.fail(path, f"item {item!r} is not one of {', '.join(meta['choices'])}")
+            if meta.get("regex"):
+                try:
+                    re.compile(item)
+                except re.error as exc:
+                    raise self.fail(path, f"item {item!r} is not a valid regex: {exc}") from None
+            out.append(item)
+        return out
+
+    def mapping(
+        self,
+        value: Any,
+        path: tuple[str, ...],
+        meta: Mapping[str, Any],
+        cls: type[Any],
+        name: str,
+    ) -> dict[str, Any]:
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
+        keys, choices = meta.get("keys"), meta.get("choices")
+        for key, item in value.items():
+            if keys and key not in keys:
+                raise self.fail((*path, str(key)), f"unknown tool; known: {', '.join(keys)}")
+            if choices and item not in choices:
+                raise self.fail(
+                    (*path, str(key)), f"expected one of {', '.join(choices)}; got {item!r}"
+                )
+        default = next(f for f in dataclasses.fields(cls) if f.name == name)
+        if meta.get("merge") and default.default_factory is not dataclasses.MISSING:
+            return {**default.default_factory(), **value}  # options: the user's on top of ours
+        return dict(value)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+__all__ = [
+    "READ_TOOLS",
+    "TOOL_NAMES",
+    "WRITE_TOOLS",
+    "Config",
+    "find_config",
+    "load_config",
+    "parse_config",
+    "resolve_host",
+]

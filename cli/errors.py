@@ -1,0 +1,56 @@
+"""The exception family users see: a one-line message that names the fix, and an exit code."""
+
+from __future__ import annotations
+
+# Exit codes are a contract with shell scripts (README "Exit codes").
+EXIT_OK = 0
+EXIT_FAILURE = 1  # server, model or stream failure
+EXIT_USAGE = 2  # bad flags, bad config
+EXIT_STEP_LIMIT = 3  # the model was still calling tools when agent.max_steps ran out
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+
+
+class AgentError(Exception):
+    """An expected failure: `app` prints `message` on one line and exits with `exit_code`."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(AgentError):
+    """The command line asks for something that cannot be done."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(AgentError):
+    """The YAML config is unreadable, malformed or holds an unknown key or a wrong type."""
+
+    exit_code = EXIT_USAGE
+
+
+class OllamaError(AgentError):
+    """Anything that went wrong talking to the model server."""
+
+
+class ServerUnreachable(OllamaError):
+    """Nothing answers at the configured host."""
+
+
+class ModelNotFound(OllamaError):
+    """The server does not have the model (HTTP 404)."""
+
+
+class ModelUnsupported(OllamaError):
+    """The model cannot do what was asked: tools, thinking or chat (HTTP 400)."""
+
+
+class ServerTimeout(OllamaError):
+    """The server stopped sending for longer than `ollama.timeout`."""
+
+
+class StreamError(OllamaError):
+    """The stream broke: an error line, an undecodable line, a dropped connection."""

@@ -1,0 +1,91 @@
+"""The typed events the agent loop yields. `run` and `chat` are two consumers of these."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cli.messages import Stats, ToolCall
+from cli.policy import Decision
+
+StopReason = Literal["answer", "max_steps", "stopped"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should know that is not part of the answer (e.g. tools are off)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ContentDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallProposed:
+    """The model asked for a call; nothing has been decided yet."""
+
+    call: ToolCall
+    step: int
+
+
+@dataclass(frozen=True)
+class ToolDecided:
+    """The final say on a call. `approved_by` is "policy", "user", "--yes" or "session" (an
+    earlier "always" answer) when it runs, "" when it does not."""
+
+    call: ToolCall
+    decision: Decision
+    allowed: bool
+    approved_by: str
+    reason: str  # why it was denied, or why it was asked
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call: ToolCall
+    result: Mapping[str, Any]
+    duration: float  # seconds
+    decision: ToolDecided
+
+
+@dataclass(frozen=True)
+class StepFinished:
+    """One model call is complete."""
+
+    step: int
+    stats: Stats
+    tool_calls: int
+    done_reason: str | None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The turn is over. `answer` is the last assistant text."""
+
+    stop_reason: StopReason
+    answer: str
+    steps: int
+    stats: Stats
+    wall_time: float
+    pending_calls: int = 0  # calls the model asked for after the step limit: not run
+
+
+Event = (
+    Notice
+    | ThinkingDelta
+    | ContentDelta
+    | ToolCallProposed
+    | ToolDecided
+    | ToolResult
+    | StepFinished
+    | Finished
+)

@@ -1,0 +1,114 @@
+"""The wire-neutral shapes the agent loop works with: tool calls, stream chunks, stats, models.
+
+A backend (Ollama's native API today, an OpenAI-compatible server later) turns its own
+protocol into these, so the loop never sees a wire format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# A chat message as Ollama's /api/chat takes it: role, content, and optionally thinking,
+# tool_calls, tool_name, tool_call_id. Kept as plain dicts so a session saves as JSON as is.
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the model asked for. `arguments` is always an object (parsed if it came as a
+    string); `arguments_error` says why the model's arguments could not be used."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    id: str | None = None
+    arguments_error: str | None = None
+
+    def to_message(self) -> dict[str, Any]:
+        """The call as it goes back to the server in history: `arguments` must be an object
+        (Ollama answers 400 to a string since v0.14)."""
+        function: dict[str, Any] = {"name": self.name, "arguments": dict(self.arguments)}
+        call: dict[str, Any] = {"function": function}
+        if self.id:
+            call["id"] = self.id
+        return call
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Counters from the final chunk of a model call (durations in nanoseconds, as Ollama)."""
+
+    prompt_eval_count: int = 0
+    eval_count: int = 0
+    eval_duration: int = 0
+    prompt_eval_duration: int = 0
+    load_duration: int = 0
+    total_duration: int = 0
+
+    def __add__(self, other: Stats) -> Stats:
+        return Stats(
+            prompt_eval_count=self.prompt_eval_count + other.prompt_eval_count,
+            eval_count=self.eval_count + other.eval_count,
+            eval_duration=self.eval_duration + other.eval_duration,
+            prompt_eval_duration=self.prompt_eval_duration + other.prompt_eval_duration,
+            load_duration=self.load_duration + other.load_duration,
+            total_duration=self.total_duration + other.total_duration,
+        )
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.eval_count / (self.eval_duration / 1e9) if self.eval_duration else 0.0
+
+
+@dataclass(frozen=True)
+class ChatChunk:
+    """One normalised piece of a streamed answer. The last one has `done` set, and carries
+    `done_reason` and `stats`; it may carry content or tool calls too."""
+
+    content: str = ""
+    thinking: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    done: bool = False
+    done_reason: str | None = None
+    stats: Stats | None = None
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    think: bool | None = None  # None: leave it out of the request
+    options: Mapping[str, Any] = field(default_factory=dict)
+    keep_alive: str | int | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the agent needs to know about a model before talking to it."""
+
+    name: str
+    capabilities: frozenset[str]
+    context_length: int | None = None
+
+    @property
+    def supports_tools(self) -> bool:
+        return "tools" in self.capabilities
+
+    @property
+    def supports_thinking(self) -> bool:
+        return "thinking" in self.capabilities
+
+
+class ChatBackend(Protocol):
+    """The one small interface the loop and the UIs use to reach a model server."""
+
+    @property
+    def host(self) -> str: ...
+
+    def chat(self, request: ChatRequest) -> Iterator[ChatChunk]: ...
+
+    def list_models(self) -> list[str]: ...
+
+    def model_info(self, model: str) -> ModelInfo: ...

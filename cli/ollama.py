@@ -1,0 +1,394 @@
+"""Ollama's native REST API (/api/chat, /api/tags, /api/show, /api/version) over `requests`.
+
+Everything wire-specific lives here; the loop only sees `messages.ChatChunk`. See
+`../shared/design/ollama-protocol.md` for the behaviours cited in comments.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import requests
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
+
+from cli.errors import (
+    ModelNotFound,
+    ModelUnsupported,
+    OllamaError,
+    ServerTimeout,
+    ServerUnreachable,
+    StreamError,
+)
+from cli.messages import ChatChunk, ChatRequest, ModelInfo, Stats, ToolCall
+
+DEFAULT_HOST = "http://localhost:11434"
+DEFAULT_PORT = 11434
+CONNECT_TIMEOUT = 10.0
+# One NDJSON line holds one token or one whole tool call; a line longer than this is
+# garbage from something that is not Ollama, and would otherwise grow without bound.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+BUSY_RETRIES = 3  # 503 "server busy": Ollama's queue is full; it clears in seconds
+
+
+def normalize_host(raw: str) -> str:
+    """Turn any form Ollama's own OLLAMA_HOST accepts into a base URL.
+
+    `1.2.3.4` → http://1.2.3.4:11434, `host:1234`, `:1234` (localhost), `http://h` → port 80,
+    `https://h` → 443, a path is kept; surrounding spaces and quotes are dropped; `0.0.0.0`
+    is a bind address, so we connect to 127.0.0.1 instead (as Ollama's CLI does).
+    """
+    text = raw.strip().strip("\"'").strip()
+    if not text:
+        return DEFAULT_HOST.replace("localhost", "127.0.0.1")
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest, default_port = "http", text, DEFAULT_PORT
+    elif scheme in ("http", "https"):
+        default_port = 80 if scheme == "http" else 443
+    else:
+        raise ValueError(f"unsupported scheme {scheme!r} in host {raw!r}; use http:// or https://")
+    hostport, _, path = rest.partition("/")
+    host, port = _split_host_port(hostport, default_port, raw)
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    url = f"{scheme}://{host}:{port}"
+    return f"{url}/{path.rstrip('/')}" if path.strip("/") else url
+
+
+def _split_host_port(hostport: str, default_port: int, raw: str) -> tuple[str, int]:
+    if hostport.startswith("["):  # [::1]:port or [::1]
+        inner, _, tail = hostport[1:].partition("]")
+        port_text = tail[1:] if tail.startswith(":") else ""
+        return inner, _parse_port(port_text, default_port, raw)
+    if hostport.count(":") == 1:
+        host, port_text = hostport.split(":")
+        return host, _parse_port(port_text, default_port, raw)
+    try:  # a bare IPv6 address
+        return str(ipaddress.IPv6Address(hostport)), default_port
+    except ValueError:
+        return hostport, default_port
+
+
+def _parse_port(text: str, default_port: int, raw: str) -> int:
+    if not text:
+        return default_port
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"invalid port {text!r} in host {raw!r}")
+    return int(text)
+
+
+class OllamaClient:
+    """A synchronous client for one Ollama server. Implements `messages.ChatBackend`."""
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        session: requests.Session | None = None,
+        timeout: float = 300.0,
+        api_key: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._base = host.rstrip("/")
+        self._session = session or requests.Session()
+        self._timeout = timeout
+        self._sleep = sleep
+        self._headers = {"Accept": "application/json"}
+        if api_key:  # as ollama-python does, for servers behind an auth proxy
+            self._headers["Authorization"] = f"Bearer {api_key}"
+
+    @property
+    def host(self) -> str:
+        return self._base
+
+    # -- public API ---------------------------------------------------------------------
+
+    def chat(self, request: ChatRequest) -> Iterator[ChatChunk]:
+        """Stream one model call; yields normalised chunks, the `done` one last."""
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": request.messages,
+            "stream": True,
+            "options": dict(request.options),
+        }
+        if request.tools:
+            body["tools"] = request.tools
+        if request.think is not None:
+            body["think"] = request.think
+        if request.keep_alive is not None:
+            body["keep_alive"] = request.keep_alive
+        response = self._request("POST", "/api/chat", body, stream=True, model=request.model)
+        with response:
+            yield from self._read_stream(response)
+
+    def list_models(self) -> list[str]:
+        data = self._json("GET", "/api/tags")
+        models = data.get("models") if isinstance(data, dict) else None
+        if not isinstance(models, list):
+            raise OllamaError(f"unexpected answer from {self._base}/api/tags: no model list")
+        return sorted(str(m.get("name") or m.get("model")) for m in models if isinstance(m, dict))
+
+    def model_info(self, model: str) -> ModelInfo:
+        data = self._json("POST", "/api/show", {"model": model}, model=model)
+        if not isinstance(data, dict):
+            raise OllamaError(f"unexpected answer from {self._base}/api/show for {model!r}")
+        caps = data.get("capabilities")
+        if isinstance(caps, list):
+            capabilities = frozenset(str(c) for c in caps)
+        else:
+            # Servers older than v0.6.4 do not report capabilities; assume tools work and let
+            # a 400 "does not support tools" say otherwise.
+            capabilities = frozenset({"completion", "tools"})
+        return ModelInfo(model, capabilities, _context_length(data.get("model_info")))
+
+    def version(self) -> str:
+        data = self._json("GET", "/api/version")
+        return str(data.get("version", "unknown")) if isinstance(data, dict) else "unknown"
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    def _json(
+        self, method: str, path: str, body: Mapping[str, Any] | None = None, model: str = ""
+    ) -> Any:
+        response = self._request(method, path, body, stream=False, model=model)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise OllamaError(
+                f"{self._base}{path} answered with something that is not JSON; "
+                "is OLLAMA_HOST pointing at an Ollama server?"
+            ) from exc
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        *,
+        stream: bool,
+        model: str = "",
+    ) -> requests.Response:
+        url = self._base + path
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                response = self._session.request(
+                    method,
+                    url,
+                    json=body,
+                    headers=self._headers,
+                    stream=stream,
+                    timeout=(CONNECT_TIMEOUT, self._timeout),
+                )
+            except requests.exceptions.ConnectTimeout as exc:
+                raise ServerUnreachable(self._unreachable("connection timed out")) from exc
+            except requests.exceptions.ReadTimeout as exc:
+                raise ServerTimeout(self._timeout_message()) from exc
+            except requests.exceptions.ConnectionError as exc:
+                raise ServerUnreachable(self._unreachable("connection refused")) from exc
+            except requests.exceptions.RequestException as exc:
+                raise OllamaError(f"request to {url} failed: {exc}") from exc
+            if response.status_code == 503 and attempt < BUSY_RETRIES:
+                response.close()
+                self._sleep(0.5 * 2**attempt)
+                continue
+            if response.status_code >= 400:
+                raise self._http_error(response, model)
+            return response
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _http_error(self, response: requests.Response, model: str) -> OllamaError:
+        try:
+            text = response.text
+        finally:
+            response.close()
+        detail = _error_text(text) or text.strip()[:200] or response.reason or ""
+        status = response.status_code
+        # Match on status first: older servers word the 404 differently ("try pulling it first").
+        if status == 404 and model:
+            return ModelNotFound(
+                f"model '{model}' not found on {self._base}: run `ollama pull {model}` "
+                "or pick one from `ollama list`"
+            )
+        low = detail.lower()
+        if status == 400 and "does not support tools" in low:
+            return ModelUnsupported(
+                f"model '{model}' does not support tools: pick a model with tool support "
+                "(e.g. qwen3, llama3.1) with -m"
+            )
+        if status == 400 and "does not support thinking" in low:
+            return ModelUnsupported(
+                f"model '{model}' does not support thinking: run without --think"
+            )
+        if status == 400 and "does not support chat" in low:
+            return ModelUnsupported(
+                f"model '{model}' cannot chat (an embedding model?): pick another with -m"
+            )
+        if status == 503:
+            return OllamaError(
+                f"Ollama at {self._base} is busy ({detail}); tried {BUSY_RETRIES + 1} times, "
+                "try again in a moment"
+            )
+        return OllamaError(f"Ollama at {self._base} answered HTTP {status}: {detail}")
+
+    # -- streaming ----------------------------------------------------------------------
+
+    def _read_stream(self, response: requests.Response) -> Iterator[ChatChunk]:
+        saw_done = False
+        for line in self._lines(response):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError:
+                preview = line[:80].decode("utf-8", "replace")
+                raise StreamError(
+                    f"Ollama sent a line that is not JSON: {preview!r}; "
+                    "is the server an Ollama server?"
+                ) from None
+            if not isinstance(data, dict):
+                raise StreamError(f"Ollama sent a line that is not a JSON object: {line[:80]!r}")
+            if "error" in data:
+                # After streaming started the status stays 200 and the error comes as a line.
+                raise StreamError(f"Ollama reported an error mid-stream: {data['error']}")
+            chunk = parse_chunk(data)
+            yield chunk
+            if chunk.done:
+                saw_done = True
+                break
+        if not saw_done:
+            raise StreamError(
+                f"the stream from {self._base} ended before the answer was complete; try again"
+            )
+
+    def _lines(self, response: requests.Response) -> Iterator[bytes]:
+        """NDJSON lines as they arrive: `read1` returns what the socket has, so each token
+        reaches the user as soon as Ollama flushes it."""
+        raw = response.raw
+        buffer = b""
+        while True:
+            try:
+                data = raw.read1(65536)
+            except ReadTimeoutError as exc:
+                raise ServerTimeout(self._timeout_message()) from exc
+            except (ProtocolError, OSError) as exc:
+                raise StreamError(
+                    f"the connection to {self._base} dropped mid-stream; try again"
+                ) from exc
+            if not data:
+                if buffer.strip():
+                    yield buffer
+                return
+            buffer += data
+            if b"\n" in buffer:
+                *lines, buffer = buffer.split(b"\n")
+                yield from lines
+            if len(buffer) > MAX_LINE_BYTES:
+                raise StreamError(
+                    f"Ollama sent a line longer than {MAX_LINE_BYTES // 1024 // 1024} MB; "
+                    "is the server an Ollama server?"
+                )
+
+    def _unreachable(self, why: str) -> str:
+        return (
+            f"cannot reach Ollama at {self._base} ({why}): start it with `ollama serve` "
+            "or set OLLAMA_HOST"
+        )
+
+    def _timeout_message(self) -> str:
+        return (
+            f"Ollama at {self._base} sent nothing for {self._timeout:g} s (ollama.timeout); "
+            "the model may still be loading: try again or raise ollama.timeout"
+        )
+
+
+def parse_chunk(data: Mapping[str, Any]) -> ChatChunk:
+    """One NDJSON object from /api/chat → a ChatChunk (tool calls normalised)."""
+    message = data.get("message")
+    if not isinstance(message, dict):
+        message = {}
+    done = bool(data.get("done"))
+    stats = None
+    if done:
+        stats = Stats(
+            **{
+                name: _int(data.get(name))
+                for name in (
+                    "prompt_eval_count",
+                    "eval_count",
+                    "eval_duration",
+                    "prompt_eval_duration",
+                    "load_duration",
+                    "total_duration",
+                )
+            }
+        )
+    raw_calls = message.get("tool_calls")
+    calls = tuple(parse_tool_call(c) for c in raw_calls) if isinstance(raw_calls, list) else ()
+    return ChatChunk(
+        content=_str(message.get("content")),
+        thinking=_str(message.get("thinking")),
+        tool_calls=calls,
+        done=done,
+        done_reason=data.get("done_reason") if done else None,
+        stats=stats,
+    )
+
+
+def parse_tool_call(raw: Any) -> ToolCall:
+    """Normalise one tool call. Some models send `arguments` as a JSON string: parse it; the
+    loop always sends an object back."""
+    if not isinstance(raw, dict):
+        return ToolCall("", {}, arguments_error="the tool call is not an object")
+    function = raw["function"] if isinstance(raw.get("function"), dict) else raw
+    name = _str(function.get("name"))
+    call_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+    args = function.get("arguments", {})
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            return ToolCall(name, {}, call_id, "arguments are not valid JSON; send an object")
+    if not isinstance(args, dict):
+        return ToolCall(name, {}, call_id, "arguments must be a JSON object")
+    return ToolCall(name, args, call_id)
+
+
+def _context_length(model_info: Any) -> int | None:
+    if not isinstance(model_info, dict):
+        return None
+    for key, value in model_info.items():
+        if key.endswith(".context_length") and isinstance(value, int):
+            return value
+    return None
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _error_text(body: str) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):  # OpenAI-style {"error": {"message": ...}}
+            err = err.get("message")
+        if isinstance(err, str):
+            return err
+    return ""

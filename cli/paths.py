@@ -1,0 +1,90 @@
+"""Turning a model-supplied path string into the real locations it names (pure, no I/O but
+`realpath`'s own lookups).
+
+Containment is always by whole path components (`/ws_evil` is not inside `/ws`), never by
+string prefix: that prefix bug is CVE-2025-53110 in the MCP filesystem server.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux; longer strings are confusion, not paths
+
+
+class PathError(ValueError):
+    """The string cannot be used as a path; the message tells the model what to send."""
+
+
+@dataclass(frozen=True)
+class ResolvedPath:
+    """Every form of one path that a check must look at.
+
+    given     what the model sent
+    absolute  `~` expanded, joined to the working dir, `..` collapsed as text
+    real      every symlink resolved (realpath); a part that does not exist yet is kept as is,
+              so a new file is the real path of its nearest existing parent plus its name
+    entry     the real path of the parent plus the last name, the last symlink not followed:
+              where the directory entry itself lives (what delete removes)
+    """
+
+    given: str
+    absolute: str
+    real: str
+    entry: str
+
+    @property
+    def forms(self) -> tuple[str, ...]:
+        """The distinct absolute forms, for checks that must hold for all of them."""
+        return tuple(dict.fromkeys((self.absolute, self.real, self.entry)))
+
+
+def expand_user(path: str, home: str) -> str:
+    """`~` and `~/x` against `home` (injected, so tests need not touch $HOME)."""
+    if path == "~":
+        return home
+    if path.startswith("~/"):
+        return os.path.join(home, path[2:])
+    return os.path.expanduser(path) if path.startswith("~") else path
+
+
+def resolve_path(raw: str, cwd: str, home: str) -> ResolvedPath:
+    """Resolve `raw` against `cwd`; raise PathError for strings that are not usable paths."""
+    if not isinstance(raw, str) or raw == "":
+        raise PathError("path is empty; pass a file or directory path")
+    if "\x00" in raw:
+        raise PathError("path contains a NUL byte; pass a plain path")
+    if len(raw) > MAX_PATH_CHARS:
+        raise PathError(f"path is longer than {MAX_PATH_CHARS} characters")
+    if raw != raw.strip() or (len(raw) > 1 and raw[0] == raw[-1] and raw[0] in "\"'`"):
+        # Models often wrap paths in quotes or leave a trailing newline; using the string as
+        # is would name a different file than the one they mean.
+        raise PathError(f"path {raw!r} has surrounding spaces or quotes; pass the bare path")
+    joined = os.path.join(cwd, expand_user(raw, home))
+    absolute = os.path.normpath(joined)
+    if absolute.startswith("//"):  # POSIX keeps a leading '//' as implementation-defined
+        absolute = "/" + absolute.lstrip("/")
+    # realpath resolves `..` after a symlink the way the kernel does (from the link target),
+    # which the textual `absolute` does not; both are checked.
+    real = os.path.realpath(joined)
+    parent, leaf = os.path.split(absolute)
+    entry = absolute if not leaf else os.path.join(os.path.realpath(parent), leaf)
+    return ResolvedPath(raw, absolute, real, entry)
+
+
+def is_within(path: str, root: str) -> bool:
+    """True if `path` is `root` or below it, comparing whole components."""
+    if root == "/":
+        return path.startswith("/")
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def display_path(path: str, cwd: str) -> str:
+    """`path` relative to `cwd` when it is below it, else absolute: what people and models
+    read most easily."""
+    if path == cwd:
+        return "."
+    if is_within(path, cwd):
+        return os.path.relpath(path, cwd)
+    return path

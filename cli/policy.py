@@ -1,0 +1,215 @@
+"""decide(tool, arguments) → allow | ask | deny, with the reason and the rule that decided.
+
+Pure: reads the file system only to resolve symlinks. The order of the rules is a contract
+(README "Policy"): unknown/disabled tool → blocked or sensitive path → outside the allowed
+dirs → command rules → the tool's setting.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cli.commands import matches_allow
+from cli.config import READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, PolicyConfig
+from cli.paths import PathError, ResolvedPath, expand_user, is_within, resolve_path
+
+Action = Literal["allow", "ask", "deny"]
+
+# Which arguments of each tool are paths. run_command's `cwd` defaults to the working dir.
+PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
+    "read_file": ("path",),
+    "write_file": ("path",),
+    "list_directory": ("path",),
+    "search_files": ("path",),
+    "create_directory": ("path",),
+    "delete_file": ("path",),
+    "run_command": ("cwd",),
+}
+# These change things, so they are held to the allowed dirs; reads outside only ask.
+_CONFINED = WRITE_TOOLS | {"run_command"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str
+    rule: str  # which rule decided: a stable word for logs, tests and the audit trail
+    outside_allowed: bool = False  # --yes never approves these
+    paths: Mapping[str, ResolvedPath] = field(default_factory=dict)
+
+
+class Policy:
+    """The user's YAML policy, with every directory resolved once at start."""
+
+    def __init__(self, config: PolicyConfig, cwd: str, home: str) -> None:
+        self.config = config
+        self.home = home
+        self.cwd = os.path.realpath(cwd)
+        self.allowed_dirs = tuple(
+            dict.fromkeys(self._real(d) for d in config.allowed_dirs if d.strip())
+        )
+        # A blocked dir is checked both as written and with its symlinks resolved, so that
+        # neither /etc nor the /private/etc it may point to slips through.
+        blocked: list[str] = []
+        for d in config.blocked_dirs:
+            if d.strip():
+                blocked += [os.path.normpath(self._absolute(d)), self._real(d)]
+        self.blocked_dirs = tuple(dict.fromkeys(blocked))
+        self.sensitive = tuple(re.compile(p, re.IGNORECASE) for p in config.sensitive_patterns)
+        self.command_deny = tuple(re.compile(p, re.IGNORECASE) for p in config.commands.deny)
+
+    # -- settings -------------------------------------------------------------------------
+
+    def setting(self, tool: str) -> Action:
+        """The tool's own setting before any path or command rule: `tools` if set, else what
+        `confirm` implies; delete_file never goes below "ask" unless `tools` says allow."""
+        explicit = self.config.tools.get(tool)
+        if explicit in ("allow", "ask", "deny"):
+            return explicit  # type: ignore[return-value]
+        if tool == "run_command":
+            return "deny"  # high risk: off until the YAML turns it on
+        if tool == "delete_file":
+            return "ask"
+        if self.config.confirm == "all":
+            return "ask"
+        if self.config.confirm == "none":
+            return "allow"
+        return "allow" if tool in READ_TOOLS else "ask"
+
+    def enabled_tools(self) -> list[str]:
+        """The tools offered to the model: those whose setting is not deny."""
+        return [t for t in TOOL_NAMES if self.setting(t) != "deny"]
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def decide(self, tool: str, arguments: Mapping[str, Any]) -> Decision:
+        if tool not in TOOL_NAMES:
+            valid = ", ".join(self.enabled_tools()) or "none"
+            return Decision("deny", f"unknown tool '{tool}'; valid tools: {valid}", "unknown_tool")
+        setting = self.setting(tool)
+        if setting == "deny":
+            return Decision(
+                "deny", f"tool '{tool}' is not enabled in this agent's policy", "disabled"
+            )
+        paths: dict[str, ResolvedPath] = {}
+        for name in PATH_ARGUMENTS[tool]:
+            raw = arguments.get(name)
+            if raw is None and name == "cwd":
+                raw = self.cwd
+            if raw is None:
+                continue
+            try:
+                paths[name] = resolve_path(str(raw), self.cwd, self.home)
+            except PathError as exc:
+                return Decision("deny", str(exc), "bad_path")
+        for resolved in paths.values():
+            denial = self._path_denial(resolved)
+            if denial:
+                return Decision("deny", denial[0], denial[1], paths=paths)
+        outside = [p for p in paths.values() if not self.is_allowed(p)]
+        if outside:
+            where = outside[0].real
+            if tool in _CONFINED:
+                return Decision(
+                    "deny",
+                    f"{where} is outside the allowed directories ({self._allowed_text()}); "
+                    f"{tool} may only change things inside them",
+                    "outside_allowed",
+                    outside_allowed=True,
+                    paths=paths,
+                )
+            return Decision(
+                "ask",
+                f"{where} is outside the allowed directories ({self._allowed_text()})",
+                "outside_allowed",
+                outside_allowed=True,
+                paths=paths,
+            )
+        if tool == "delete_file":
+            root = next((d for d in self.allowed_dirs if paths["path"].entry == d), None)
+            if root:
+                return Decision(
+                    "deny",
+                    f"{root} is an allowed directory itself; it cannot be deleted",
+                    "allowed_root",
+                    paths=paths,
+                )
+        if tool == "run_command":
+            return self._command_decision(str(arguments.get("command", "")), setting, paths)
+        if setting == "allow":
+            return Decision("allow", "allowed by policy", "setting", paths=paths)
+        return Decision("ask", self._ask_reason(tool), "setting", paths=paths)
+
+    def is_allowed(self, path: ResolvedPath) -> bool:
+        """Inside an allowed dir both where the data is (symlinks resolved) and where the
+        directory entry is (what a create or delete touches). The textual form does not
+        count: a link from elsewhere into an allowed dir reaches only allowed data."""
+        return all(
+            any(is_within(form, d) for d in self.allowed_dirs) for form in (path.real, path.entry)
+        )
+
+    def is_sensitive(self, path: str) -> bool:
+        return any(p.search(path) for p in self.sensitive)
+
+    def blocked_dir(self, path: str) -> str | None:
+        return next((d for d in self.blocked_dirs if is_within(path, d)), None)
+
+    def hides(self, path: str) -> bool:
+        """True for paths a walk (search, listing) must not open: blocked or sensitive."""
+        return self.blocked_dir(path) is not None or self.is_sensitive(path)
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _path_denial(self, path: ResolvedPath) -> tuple[str, str] | None:
+        for form in path.forms:
+            blocked = self.blocked_dir(form)
+            if blocked:
+                return (f"{path.given} is inside the blocked directory {blocked}", "blocked_dir")
+        for form in (path.given, *path.forms):
+            if self.is_sensitive(form):
+                return (
+                    f"{path.given} looks like a secret (matches policy.sensitive_patterns); "
+                    "it is never read or written",
+                    "sensitive",
+                )
+        return None
+
+    def _command_decision(
+        self, command: str, setting: Action, paths: dict[str, ResolvedPath]
+    ) -> Decision:
+        flat = " ".join(command.split())
+        for pattern in self.command_deny:
+            if pattern.search(flat):
+                return Decision(
+                    "deny",
+                    f"command refused: it matches the deny pattern {pattern.pattern!r}",
+                    "command_deny",
+                    paths=paths,
+                )
+        if setting == "allow":
+            return Decision("allow", "run_command is set to allow", "setting", paths=paths)
+        if matches_allow(command, self.config.commands.allow):
+            return Decision(
+                "allow", "every part matches policy.commands.allow", "command_allow", paths=paths
+            )
+        return Decision("ask", "every command is confirmed", "setting", paths=paths)
+
+    def _ask_reason(self, tool: str) -> str:
+        if tool == "delete_file" and self.config.tools.get(tool) is None:
+            return "deletes are always confirmed"
+        if self.config.tools.get(tool) == "ask":
+            return f"policy.tools.{tool} is ask"
+        return f"policy.confirm is {self.config.confirm}"
+
+    def _allowed_text(self) -> str:
+        return ", ".join(self.allowed_dirs) or "none"
+
+    def _absolute(self, path: str) -> str:
+        return os.path.join(self.cwd, expand_user(path, self.home))
+
+    def _real(self, path: str) -> str:
+        return os.path.realpath(self._absolute(path))

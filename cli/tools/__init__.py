@@ -1,0 +1,65 @@
+"""The tool registry: every tool the agent can offer, by name, in the order the model sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from cli.config import TOOL_NAMES
+from cli.paths import ResolvedPath
+from cli.schema import SchemaError, validate_arguments
+from cli.tools.base import Result, Tool, ToolContext, ToolError, failure
+from cli.tools.files import CREATE_DIRECTORY, DELETE_FILE, READ_FILE, WRITE_FILE
+from cli.tools.listing import LIST_DIRECTORY
+from cli.tools.search import SEARCH_FILES
+from cli.tools.shell import RUN_COMMAND
+
+ALL_TOOLS: Mapping[str, Tool] = {
+    t.name: t
+    for t in (
+        READ_FILE,
+        WRITE_FILE,
+        LIST_DIRECTORY,
+        SEARCH_FILES,
+        CREATE_DIRECTORY,
+        DELETE_FILE,
+        RUN_COMMAND,
+    )
+}
+assert tuple(ALL_TOOLS) == TOOL_NAMES, "the policy and the registry must know the same tools"
+
+
+def definitions(names: Iterable[str]) -> list[dict[str, Any]]:
+    """The `tools` list for /api/chat, for the given tool names."""
+    return [ALL_TOOLS[n].definition() for n in names]
+
+
+def check_arguments(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate against the same schema the model was sent; raise SchemaError."""
+    return validate_arguments(arguments, ALL_TOOLS[name].parameters)
+
+
+def execute(
+    name: str,
+    ctx: ToolContext,
+    arguments: Mapping[str, Any],
+    paths: Mapping[str, ResolvedPath],
+) -> Result:
+    """Run a tool; an expected failure becomes `{"success": false, "error": ...}`."""
+    try:
+        return ALL_TOOLS[name].run(ctx, arguments, paths)
+    except ToolError as exc:
+        return failure(str(exc))
+
+
+__all__ = [
+    "ALL_TOOLS",
+    "Result",
+    "SchemaError",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "check_arguments",
+    "definitions",
+    "execute",
+]

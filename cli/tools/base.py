@@ -1,0 +1,78 @@
+"""What every tool is made of: its definition for the model and a function that does the work.
+
+Tools return data (a dict with `success`, and `error` on failure) and never print. They get
+the paths the policy already resolved and checked, and use exactly those.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cli.config import LimitsConfig
+from cli.paths import ResolvedPath, display_path
+
+Result = dict[str, Any]
+
+
+class ToolError(Exception):
+    """An expected failure (missing file, too large, …): becomes `{"success": false, ...}`."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may know about its surroundings, passed in rather than looked up."""
+
+    cwd: str
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    # True for paths a walk must not open (blocked dirs, secrets): the policy's `hides`.
+    hides: Callable[[str], bool] = lambda _path: False
+    environ: Mapping[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+
+    def show(self, path: str) -> str:
+        return display_path(path, self.cwd)
+
+
+Runner = Callable[[ToolContext, Mapping[str, Any], Mapping[str, ResolvedPath]], Result]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    run: Runner
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as /api/chat's `tools` list takes it."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+def failure(message: str, **extra: Any) -> Result:
+    return {"success": False, "error": message, **extra}
+
+
+def params(required: list[str], **properties: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": dict(properties)}
+
+
+def string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+def integer(description: str) -> dict[str, Any]:
+    return {"type": "integer", "description": description}
+
+
+def boolean(description: str) -> dict[str, Any]:
+    return {"type": "boolean", "description": description}

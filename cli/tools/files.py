@@ -1,0 +1,256 @@
+"""read_file, write_file, create_directory, delete_file (seed §5.1)."""
+
+from __future__ import annotations
+
+import base64
+import errno
+import os
+import shutil
+import stat
+from collections.abc import Mapping
+from typing import Any
+
+from cli.paths import ResolvedPath
+from cli.tools import fsops
+from cli.tools.base import (
+    Result,
+    Tool,
+    ToolContext,
+    ToolError,
+    boolean,
+    integer,
+    params,
+    string,
+)
+
+# -- read_file -------------------------------------------------------------------------------
+
+
+def read_file(
+    ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
+) -> Result:
+    path = paths["path"].real
+    shown = ctx.show(path)
+    encoding = args.get("encoding", "utf-8")
+    start, end = args.get("start_line"), args.get("end_line")
+    if start is not None and start < 1:
+        raise ToolError("start_line counts from 1")
+    if end is not None and end < 1:
+        raise ToolError("end_line counts from 1")
+    if start is not None and end is not None and end < start:
+        raise ToolError(f"end_line ({end}) is before start_line ({start})")
+    file = fsops.read_regular(path, shown, ctx.limits.max_read_bytes)
+    if encoding == "base64":
+        return {
+            "success": True,
+            "path": path,
+            "content": base64.b64encode(file.data).decode("ascii"),
+            "encoding": "base64",
+            "size": len(file.data),
+            "lines": None,
+            "truncated": False,
+            "line_range": None,
+        }
+    if fsops.is_binary(file.data):
+        raise ToolError(f"{shown} is a binary file; read it with encoding 'base64' if you must")
+    try:
+        text = file.data.decode("utf-8" if encoding == "utf-8" else "latin-1")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"{shown} is not valid UTF-8 (bad byte at offset {exc.start}); try encoding 'latin1'"
+        ) from None
+    return {
+        "success": True,
+        "path": path,
+        **_line_window(text, start, end, ctx),
+        "size": len(file.data),
+    }
+
+
+def _line_window(text: str, start: int | None, end: int | None, ctx: ToolContext) -> Result:
+    """The requested lines, never more than `max_read_lines` of them."""
+    lines = text.split("\n")
+    ends_with_newline = text.endswith("\n")
+    if ends_with_newline:
+        lines.pop()
+    total = len(lines) if text else 0
+    cap = ctx.limits.max_read_lines
+    first = start or 1
+    if total and first > total:
+        raise ToolError(f"start_line {first} is past the end of the file ({total} lines)")
+    last = min(total, end or total, first + cap - 1)
+    chosen = lines[first - 1 : last] if total else []
+    content = "\n".join(chosen)
+    if chosen and (last < total or ends_with_newline):
+        content += "\n"
+    result: Result = {
+        "content": content,
+        "encoding": "utf-8",
+        "lines": total,
+        "truncated": last < total,
+        "line_range": [first, last] if total else [0, 0],
+    }
+    if last < total and last < (end or total):
+        result["note"] = (
+            f"showing lines {first}-{last} of {total} (at most {cap} per call); "
+            f"call again with start_line={last + 1} for more"
+        )
+    return result
+
+
+READ_FILE = Tool(
+    "read_file",
+    "Read a local text file. Returns its content, size and line count. Files over 1 MB and "
+    "binary files are refused; at most 500 lines come back per call, use start_line/end_line "
+    "for the rest.",
+    params(
+        ["path"],
+        path=string("The file to read: absolute, or relative to the working directory."),
+        encoding=string(
+            "How to decode the file. Default: utf-8.", enum=["utf-8", "latin1", "base64"]
+        ),
+        start_line=integer("First line to return (1-based). Default: 1."),
+        end_line=integer("Last line to return (inclusive). Default: start_line + 499."),
+    ),
+    read_file,
+)
+
+
+# -- write_file ------------------------------------------------------------------------------
+
+
+def write_file(
+    ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
+) -> Result:
+    path = paths["path"].real
+    shown = ctx.show(path)
+    try:
+        data = args["content"].encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolError(
+            "content holds invalid Unicode (a lone surrogate); send valid text"
+        ) from None
+    if len(data) > ctx.limits.max_write_bytes:
+        raise fsops.too_large("content", len(data), ctx.limits.max_write_bytes)
+    if os.path.isdir(path):
+        raise ToolError(f"{shown} is a directory; give a file path")
+    parent = os.path.dirname(path)
+    _make_dirs(parent, ctx.show(parent))
+    try:
+        created = fsops.atomic_write(path, data)
+    except OSError as exc:
+        raise fsops._os_error(exc, shown) from None
+    return {"success": True, "path": path, "bytesWritten": len(data), "created": created}
+
+
+def _make_dirs(path: str, shown: str) -> bool:
+    """mkdir -p; True when something was created."""
+    if os.path.isdir(path):
+        return False
+    try:
+        os.makedirs(path, exist_ok=True)
+    except FileExistsError:
+        raise ToolError(f"{shown} exists and is not a directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise ToolError(f"a part of {shown} is a file, not a directory") from None
+        raise fsops._os_error(exc, shown) from None
+    return True
+
+
+WRITE_FILE = Tool(
+    "write_file",
+    "Write text to a local file: creates it (and its parent directories) or replaces its whole "
+    "content. Explain what you write and why before calling it.",
+    params(
+        ["path", "content"],
+        path=string("The file to write: absolute, or relative to the working directory."),
+        content=string("The complete new content of the file."),
+        encoding=string("Encoding of the file. Only utf-8.", enum=["utf-8"]),
+    ),
+    write_file,
+)
+
+
+# -- create_directory ------------------------------------------------------------------------
+
+
+def create_directory(
+    ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
+) -> Result:
+    path = paths["path"].real
+    created = _make_dirs(path, ctx.show(path))
+    return {"success": True, "path": path, "created": created}
+
+
+CREATE_DIRECTORY = Tool(
+    "create_directory",
+    "Create a directory, and its missing parents. Succeeds with created=false if it exists.",
+    params(["path"], path=string("The directory to create.")),
+    create_directory,
+)
+
+
+# -- delete_file -----------------------------------------------------------------------------
+
+
+def delete_file(
+    ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
+) -> Result:
+    # The entry itself, its last component not followed: deleting a symlink removes the link,
+    # never what it points to.
+    path = paths["path"].entry
+    shown = ctx.show(path)
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        raise fsops._os_error(exc, shown) from None
+    result: Result = {"success": True, "path": path, "deleted": True}
+    try:
+        if stat.S_ISDIR(info.st_mode):
+            if args.get("recursive"):
+                result["removed"] = count_tree(path)
+                # rmtree never follows symlinks, and on Linux uses fd-based walking that is
+                # safe against a directory being swapped for a link mid-way.
+                shutil.rmtree(path)
+            else:
+                try:
+                    os.rmdir(path)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                        raise ToolError(
+                            f"{shown} is a directory that is not empty; pass recursive: true "
+                            "to delete it with everything in it"
+                        ) from None
+                    raise
+            result["type"] = "directory"
+        else:
+            os.unlink(path)
+            result["type"] = "symlink" if stat.S_ISLNK(info.st_mode) else "file"
+    except OSError as exc:
+        raise fsops._os_error(exc, shown) from None
+    fsops.fsync_dir(os.path.dirname(path))
+    return result
+
+
+def count_tree(path: str) -> dict[str, int]:
+    """Files and directories below `path` (links counted as files, never followed)."""
+    files = dirs = 0
+    for _root, dirnames, filenames in os.walk(path, followlinks=False):
+        dirs += len(dirnames)
+        files += len(filenames)
+    # os.walk lists symlinks to directories among dirnames but does not descend into them.
+    return {"files": files, "directories": dirs + 1}
+
+
+DELETE_FILE = Tool(
+    "delete_file",
+    "Delete a file, a symlink, or a directory (recursive=true for a non-empty one). Always "
+    "confirmed by the user. Explain why before calling it.",
+    params(
+        ["path"],
+        path=string("The file or directory to delete."),
+        recursive=boolean("Delete a directory and everything in it. Default: false."),
+    ),
+    delete_file,
+)

@@ -1,0 +1,111 @@
+"""list_directory (seed §5.1.3)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from cli.paths import ResolvedPath
+from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, integer, params, string
+from cli.tools.walk import walk
+
+
+def list_directory(
+    ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
+) -> Result:
+    path = paths["path"].real
+    shown = ctx.show(path)
+    if not os.path.exists(path):
+        raise ToolError(f"{shown} does not exist")
+    if not os.path.isdir(path):
+        raise ToolError(f"{shown} is not a directory; use read_file for files")
+    recursive = bool(args.get("recursive", False))
+    depth = args.get("max_depth", ctx.limits.list_depth) if recursive else 1
+    if depth < 1:
+        raise ToolError("max_depth must be at least 1")
+    extension = normalize_extension(args.get("filter_extension"))
+    cap = ctx.limits.max_list_entries
+    entries: list[dict[str, Any]] = []
+    truncated = False
+    for entry in walk(
+        path, max_depth=depth, include_hidden=bool(args.get("include_hidden")), hides=ctx.hides
+    ):
+        item = describe(entry.dirent, entry.relative if recursive else entry.dirent.name)
+        if (
+            extension
+            and item["type"] == "file"
+            and not entry.dirent.name.lower().endswith(extension)
+        ):
+            continue
+        if len(entries) == cap:
+            truncated = True
+            break
+        entries.append(item)
+    result: Result = {
+        "success": True,
+        "path": path,
+        "entries": entries,
+        "total": len(entries),
+        "truncated": truncated,
+    }
+    if truncated:
+        result["note"] = f"stopped at {cap} entries; list a subdirectory or lower max_depth"
+    return result
+
+
+def describe(dirent: os.DirEntry[str], name: str) -> dict[str, Any]:
+    try:
+        info = dirent.stat(follow_symlinks=False)
+    except OSError:
+        return {"name": name, "type": "other", "size": None, "modified": None}
+    mode = info.st_mode
+    kind = (
+        "directory"
+        if stat.S_ISDIR(mode)
+        else "file"
+        if stat.S_ISREG(mode)
+        else "symlink"
+        if stat.S_ISLNK(mode)
+        else "other"
+    )
+    item: dict[str, Any] = {
+        "name": name,
+        "type": kind,
+        "size": info.st_size if kind == "file" else None,
+        "modified": datetime.fromtimestamp(info.st_mtime, timezone.utc)
+        .isoformat(timespec="seconds")
+        .replace("+00:00", "Z"),
+    }
+    if kind == "symlink":
+        try:
+            item["target"] = os.readlink(dirent.path)
+        except OSError:
+            pass
+    return item
+
+
+def normalize_extension(value: Any) -> str | None:
+    """'.ts', 'ts' and '*.ts' all mean files ending in .ts (compared case-insensitively)."""
+    if not value:
+        return None
+    text = str(value).strip().lstrip("*").lower()
+    return text if text.startswith(".") else f".{text}"
+
+
+LIST_DIRECTORY = Tool(
+    "list_directory",
+    "List a directory: names, types (file, directory, symlink), sizes and modification times. "
+    "Symlinked directories are shown, not entered. At most 500 entries.",
+    params(
+        ["path"],
+        path=string("The directory to list."),
+        recursive=boolean("List subdirectories too (names become relative paths). Default: false."),
+        max_depth=integer("How deep to go when recursive (1 = this directory only). Default: 3."),
+        include_hidden=boolean("Include names starting with '.'. Default: false."),
+        filter_extension=string("Only files with this extension, e.g. '.py'."),
+    ),
+    list_directory,
+)

@@ -1,0 +1,101 @@
+"""Making model-supplied text safe to show, and short summaries of calls and results.
+
+A `\\r` or an ANSI sequence in a path or command can make a dangerous call look harmless in
+a confirmation; so control characters are shown escaped, never interpreted, and nothing is
+shortened without saying so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cli.messages import ToolCall
+from cli.tools.fsops import human_size
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_ANY = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def sanitize(text: str, *, multiline: bool = False) -> str:
+    """Control characters (and bidi overrides) as visible escapes; newlines and tabs kept
+    only when `multiline`."""
+    pattern = _CONTROL if multiline else _CONTROL_ANY
+    return pattern.sub(lambda m: _escape(m.group()), text)
+
+
+def _escape(char: str) -> str:
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(
+        char, f"\\x{ord(char):02x}" if ord(char) < 256 else f"\\u{ord(char):04x}"
+    )
+
+
+def shorten(text: str, limit: int) -> str:
+    """At most `limit` characters, saying how many were left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (+{len(text) - limit} chars)"
+
+
+KEY_ARGUMENT = {
+    "read_file": "path",
+    "write_file": "path",
+    "list_directory": "path",
+    "search_files": "query",
+    "create_directory": "path",
+    "delete_file": "path",
+    "run_command": "command",
+}
+
+
+def call_summary(call: ToolCall, limit: int = 80) -> str:
+    """The call's key argument, sanitised: `notes.txt`, `"TODO" in src`, `ls -la`."""
+    args = call.arguments
+    key = KEY_ARGUMENT.get(call.name)
+    if call.name == "search_files":
+        where = args.get("path", ".")
+        return sanitize(shorten(f"{args.get('query', '')!r} in {where}", limit))
+    if key and key in args:
+        value = str(args[key])
+        extra = ""
+        if call.name == "write_file" and isinstance(args.get("content"), str):
+            extra = f" ({human_size(len(args['content'].encode('utf-8', 'replace')))})"
+        if call.name == "delete_file" and args.get("recursive"):
+            extra = " (recursive)"
+        return sanitize(shorten(value, limit)) + extra
+    return sanitize(shorten(", ".join(f"{k}={v!r}" for k, v in args.items()), limit))
+
+
+def result_summary(name: str, result: Mapping[str, Any]) -> str:
+    """One short phrase for a result: `12 lines, 340 B`, `3 matches in 2 files`, `exit 0`."""
+    if not result.get("success"):
+        return sanitize(shorten(str(result.get("error", "failed")), 160))
+    if name == "read_file":
+        if result.get("lines") is None:
+            return f"{human_size(int(result.get('size', 0)))} as base64"
+        a, b = result.get("line_range") or (0, 0)
+        part = f" (lines {a}-{b})" if result.get("truncated") else ""
+        return f"{result.get('lines')} lines, {human_size(int(result.get('size', 0)))}{part}"
+    if name == "write_file":
+        verb = "created" if result.get("created") else "overwrote"
+        return f"{verb}, {human_size(int(result.get('bytesWritten', 0)))}"
+    if name == "list_directory":
+        more = " (truncated)" if result.get("truncated") else ""
+        return f"{result.get('total', 0)} entries{more}"
+    if name == "search_files":
+        more = " (truncated)" if result.get("truncated") else ""
+        matches, files = result.get("total_matches", 0), result.get("total_files", 0)
+        return f"{matches} matches in {files} files{more}"
+    if name == "create_directory":
+        return "created" if result.get("created") else "already existed"
+    if name == "delete_file":
+        removed = result.get("removed")
+        if isinstance(removed, Mapping):
+            return (
+                f"deleted ({removed.get('files', 0)} files, {removed.get('directories', 0)} dirs)"
+            )
+        return "deleted"
+    if name == "run_command":
+        return f"exit {result.get('exitCode')} in {result.get('duration', 0)} ms"
+    return "ok"

@@ -1,0 +1,72 @@
+"""Building the core objects from flags, environment and config: shared by `run` and `chat`."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date
+
+from cli.agent import Agent, AgentSettings
+from cli.approval import Approver
+from cli.config import Config, find_config, load_config, resolve_host
+from cli.ollama import OllamaClient
+from cli.policy import Policy
+from cli.prompt import Surroundings
+from cli.tools import ToolContext
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What the command line said; None means "use the config"."""
+
+    model: str | None = None
+    host: str | None = None
+    config_path: str | None = None
+    think: bool | None = None
+    max_steps: int | None = None
+
+
+def load(choices: Choices, environ: Mapping[str, str]) -> Config:
+    return load_config(find_config(choices.config_path, environ))
+
+
+def build_agent(
+    choices: Choices,
+    config: Config,
+    *,
+    environ: Mapping[str, str],
+    cwd: str,
+    home: str,
+    approver: Callable[[Policy], Approver],
+) -> Agent:
+    """The agent for these choices. `approver` gets the policy, since some approvers (the
+    REPL's) show what it decided."""
+    host = resolve_host(choices.host, environ, config)
+    client = OllamaClient(
+        host, timeout=config.ollama.timeout, api_key=environ.get("OLLAMA_API_KEY") or None
+    )
+    policy = Policy(config.policy, cwd, home)
+    settings = AgentSettings(
+        model=choices.model or config.ollama.model,
+        think=config.ollama.think if choices.think is None else choices.think,
+        max_steps=choices.max_steps or config.agent.max_steps,
+        options=config.ollama.options,
+        keep_alive=config.ollama.keep_alive,
+        system_prompt=config.agent.system_prompt,
+    )
+    context = ToolContext(
+        cwd=policy.cwd, limits=config.policy.limits, hides=policy.hides, environ=dict(environ)
+    )
+    surroundings = Surroundings(
+        policy.cwd,
+        policy.allowed_dirs,
+        f"{platform.system()} {platform.release()}",
+        date.today(),
+    )
+    return Agent(client, policy, approver(policy), context, settings, surroundings)
+
+
+def home_of(environ: Mapping[str, str]) -> str:
+    return environ.get("HOME") or os.path.expanduser("~")

@@ -1,0 +1,135 @@
+"""Shared fixtures: an isolated home, a workspace, the fake Ollama, and ways to run the agent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.agent import Agent
+from cli.approval import Approval, ApprovalRequest
+from cli.config import Config, parse_config
+from cli.events import Event
+from cli.wiring import Choices, build_agent
+from tests.fake_ollama import FakeOllama
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Config, state, data and HOME point into a temp dir; no OLLAMA_* from the developer."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
+        monkeypatch.setenv(var, str(home / sub))
+    for var in ("OLLAMA_HOST", "OLLAMA_API_KEY", "NO_COLOR", "FORCE_COLOR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COLUMNS", "100")
+    return home
+
+
+@pytest.fixture
+def home(isolated_env: Path) -> Path:
+    return isolated_env
+
+
+@pytest.fixture
+def workspace(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The agent's working directory. Its name is neutral on purpose: a test name such as
+    `test_credentials` in the path would match the sensitive patterns and deny everything."""
+    ws = tmp_path_factory.mktemp("ws").resolve()
+    monkeypatch.chdir(ws)
+    return ws
+
+
+@pytest.fixture
+def ollama() -> Iterator[FakeOllama]:
+    fake = FakeOllama().start()
+    yield fake
+    fake.stop()
+
+
+@dataclass
+class ScriptedApprover:
+    """Answers "ask"s from a list (True/False/Approval), recording every request."""
+
+    answers: list[Any] = field(default_factory=list)
+    requests: list[ApprovalRequest] = field(default_factory=list)
+
+    def __call__(self, request: ApprovalRequest) -> Approval:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if self.answers else False
+        if isinstance(answer, Approval):
+            return answer
+        return Approval(bool(answer), by="user", reason="" if answer else "the user declined")
+
+
+@dataclass
+class Harness:
+    agent: Agent
+    approver: ScriptedApprover
+    conversation: list[dict[str, Any]]
+
+    def run(self, prompt: str) -> list[Event]:
+        return list(self.agent.run(self.conversation, prompt))
+
+
+MakeAgent = Callable[..., Harness]
+
+
+@pytest.fixture
+def make_agent(ollama: FakeOllama, workspace: Path, home: Path) -> MakeAgent:
+    """Build the real agent against the fake server, from YAML text like a user's config."""
+
+    def make(yaml: str = "", *, answers: list[Any] | None = None, model: str | None = None, think: bool | None = None, max_steps: int | None = None) -> Harness:
+        config: Config = parse_config(yaml, "test.yaml")
+        approver = ScriptedApprover(list(answers or []))
+        agent = build_agent(
+            Choices(model=model, host=ollama.url, think=think, max_steps=max_steps),
+            config,
+            environ=dict(os.environ),
+            cwd=str(workspace),
+            home=str(home),
+            approver=lambda _policy: approver,
+        )
+        return Harness(agent, approver, [])
+
+    return make
+
+
+@dataclass
+class Completed:
+    code: int
+    stdout: str
+    stderr: str
+
+
+RunCli = Callable[..., Completed]
+
+
+@pytest.fixture
+def run_cli(workspace: Path, ollama: FakeOllama) -> RunCli:
+    """Run the real `agent` program in a subprocess, pointed at the fake server."""
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60) -> Completed:
+        full_env = {**os.environ, "OLLAMA_HOST": ollama.url, **(env or {})}
+        proc = subprocess.run(
+            [sys.executable, "-m", "cli", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=full_env,
+            cwd=cwd or workspace,
+            timeout=timeout,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+        return Completed(proc.returncode, proc.stdout, proc.stderr)
+
+    return run

@@ -1,0 +1,261 @@
+"""A fake Ollama: a real threaded HTTP server on 127.0.0.1 that speaks Ollama's protocol.
+
+Each test scripts what `/api/chat` answers, call by call (`enqueue`), and reads back every
+request the client made (`requests`, `chat_bodies`). Streams are NDJSON over chunked
+transfer encoding, one line per chunk, as Ollama sends them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# -- what a scripted chat call can do ------------------------------------------------------
+
+
+@dataclass
+class Stream:
+    """Send these NDJSON objects (or raw byte lines), one chunk each, then end the stream
+    (or not: `drop` closes the socket mid-stream, `stall` sleeps before the end)."""
+
+    lines: list[dict[str, Any] | bytes]
+    delay: float = 0.0
+    drop: bool = False
+    stall: float = 0.0
+    endless: bool = False  # keep sending the last line until the client goes away
+
+
+@dataclass
+class HttpError:
+    status: int
+    error: str | None = None
+    body: bytes | None = None
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+
+
+def tool_call(name: str, arguments: Any = None, *, call_id: str | None = None, index: int = 0) -> dict[str, Any]:
+    call: dict[str, Any] = {"function": {"index": index, "name": name, "arguments": arguments if arguments is not None else {}}}
+    if call_id:
+        call["id"] = call_id
+    return call
+
+
+def reply(
+    content: str = "",
+    *,
+    thinking: str = "",
+    tool_calls: Sequence[dict[str, Any]] = (),
+    calls_in_final: bool = False,
+    done_reason: str = "stop",
+    model: str = "qwen3:8b",
+    eval_count: int = 20,
+    prompt_eval_count: int = 100,
+    delay: float = 0.0,
+    token: int = 4,
+) -> Stream:
+    """An answer as Ollama streams it: thinking tokens, content tokens, a chunk with the
+    tool calls (or the calls in the final `done` chunk), then the final chunk with stats."""
+    lines: list[dict[str, Any] | bytes] = []
+
+    def chunk(message: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "model": model,
+            "created_at": "2026-11-29T12:00:00Z",
+            "message": {"role": "assistant", "content": "", **message},
+            "done": False,
+        }
+
+    for i in range(0, len(thinking), token):
+        lines.append(chunk({"thinking": thinking[i : i + token]}))
+    for i in range(0, len(content), token):
+        lines.append(chunk({"content": content[i : i + token]}))
+    if tool_calls and not calls_in_final:
+        lines.append(chunk({"tool_calls": list(tool_calls)}))
+    final = chunk({"tool_calls": list(tool_calls)} if tool_calls and calls_in_final else {})
+    final.update(
+        done=True,
+        done_reason=done_reason,
+        total_duration=1_500_000_000,
+        load_duration=10_000_000,
+        prompt_eval_count=prompt_eval_count,
+        prompt_eval_duration=200_000_000,
+        eval_count=eval_count,
+        eval_duration=1_000_000_000,
+    )
+    lines.append(final)
+    return Stream(lines, delay=delay)
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+@dataclass
+class FakeOllama:
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[Recorded] = field(default_factory=list)
+    version: str = "0.33.0"
+
+    def __post_init__(self) -> None:
+        self._script: deque[Stream | HttpError] = deque()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self.add_model("qwen3:8b", ["completion", "tools", "thinking"])
+
+    # scripting
+    def add_model(self, name: str, capabilities: Iterable[str] = ("completion", "tools"), context_length: int = 40960) -> None:
+        self.models[name] = {"capabilities": list(capabilities), "context_length": context_length}
+
+    def enqueue(self, *responses: Stream | HttpError) -> None:
+        with self._lock:
+            self._script.extend(responses)
+
+    @property
+    def chat_bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.requests if r.path == "/api/chat"]
+
+    @property
+    def pending(self) -> int:
+        return len(self._script)
+
+    # lifecycle
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeOllama:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def next_response(self) -> Stream | HttpError:
+        with self._lock:
+            if not self._script:
+                return HttpError(500, "fake ollama: no scripted reply left for this call")
+            return self._script.popleft()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeOllama
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _record(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        self.fake.requests.append(Recorded(self.command, self.path, body, dict(self.headers)))
+        return body
+
+    def _json(self, status: int, data: Any) -> None:
+        payload = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:
+        self._record()
+        if self.path == "/api/tags":
+            models = [{"name": n, "model": n, "size": 1, "details": {}} for n in self.fake.models]
+            self._json(200, {"models": models})
+        elif self.path == "/api/version":
+            self._json(200, {"version": self.fake.version})
+        elif self.path == "/":
+            self._json(200, "Ollama is running")
+        else:
+            self._json(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        body = self._record()
+        model = body.get("model") if isinstance(body, dict) else None
+        if self.path == "/api/show":
+            info = self.fake.models.get(str(model))
+            if info is None:
+                self._json(404, {"error": f"model '{model}' not found"})
+                return
+            arch = "qwen3"
+            self._json(
+                200,
+                {
+                    "capabilities": info["capabilities"],
+                    "model_info": {"general.architecture": arch, f"{arch}.context_length": info["context_length"]},
+                    "details": {"family": arch},
+                },
+            )
+        elif self.path == "/api/chat":
+            if model not in self.fake.models:
+                self._json(404, {"error": f"model '{model}' not found"})
+                return
+            self._chat(self.fake.next_response())
+        else:
+            self._json(404, {"error": "not found"})
+
+    def _chat(self, response: Stream | HttpError) -> None:
+        if isinstance(response, HttpError):
+            payload = response.body if response.body is not None else json.dumps({"error": response.error}).encode()
+            self.send_response(response.status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            lines = list(response.lines)
+            index = 0
+            while index < len(lines) or response.endless:
+                line = lines[min(index, len(lines) - 1)]
+                data = line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n"
+                self._chunk(data)
+                index += 1
+                if response.delay:
+                    time.sleep(response.delay)
+                if response.endless and index >= len(lines):
+                    time.sleep(0.01)
+            if response.drop:
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            if response.stall:
+                time.sleep(response.stall)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True  # the client went away (Ctrl-C, timeout)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
