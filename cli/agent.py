@@ -33,9 +33,9 @@ from cli.events import (
 from cli.messages import ChatBackend, ChatRequest, Message, ModelInfo, Stats, ToolCall
 from cli.policy import Decision, Policy
 from cli.prompt import Surroundings, build_system_prompt
-from cli.schema import SchemaError
+from cli.schema import SchemaError, validate_arguments
 from cli.textcalls import extract_tool_calls
-from cli.tools import ToolContext
+from cli.tools import Tool, ToolContext
 
 DEFAULT_CONTEXT = 4096  # what Ollama uses when num_ctx is not sent
 
@@ -83,6 +83,7 @@ class Agent:
         settings: AgentSettings,
         surroundings: Surroundings,
         clock: Callable[[], float] = time.monotonic,
+        toolbox: Mapping[str, Tool] = tools.ALL_TOOLS,
     ) -> None:
         self.backend = backend
         self.policy = policy
@@ -91,6 +92,7 @@ class Agent:
         self.settings = settings
         self.surroundings = surroundings
         self.clock = clock
+        self.toolbox = toolbox
         self._models: dict[str, ModelInfo] = {}
 
     # -- model ----------------------------------------------------------------------------
@@ -124,7 +126,7 @@ class Agent:
         info = self.model_info()
         tool_names = self.policy.enabled_tools() if info.supports_tools else []
         yield from self._capability_notices(info)
-        request_tools = tools.definitions(tool_names)
+        request_tools = [self.toolbox[name].definition() for name in tool_names]
         budget = self._token_budget(info, request_tools)
         total, steps, retried_empty = Stats(), 0, False
         while True:
@@ -230,7 +232,8 @@ class Agent:
         decision = self._check(call)
         if decision is None:
             try:
-                arguments = tools.check_arguments(call.name, call.arguments)
+                schema = self.toolbox[call.name].parameters
+                arguments = validate_arguments(call.arguments, schema)
                 decision = self.policy.decide(call.name, arguments)
             except SchemaError as exc:
                 decision = Decision("deny", f"invalid arguments for {call.name}: {exc}", "schema")
@@ -239,7 +242,8 @@ class Agent:
         started = self.clock()
         if decided.allowed:
             try:
-                result = tools.execute(call.name, self.context, arguments, decision.paths)
+                tool = self.toolbox[call.name]
+                result = tools.run_tool(tool, self.context, arguments, decision.paths)
             except Exception as exc:  # a tool bug must not end the session: report it
                 result = {"success": False, "error": f"{call.name} failed: {exc}"}
         elif decision.action == "deny":

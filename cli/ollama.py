@@ -209,7 +209,7 @@ class OllamaClient:
             text = response.text
         finally:
             response.close()
-        detail = _error_text(text) or text.strip()[:200] or response.reason or ""
+        detail = one_line(_error_text(text) or text)[:200] or response.reason or ""
         status = response.status_code
         # Match on status first: older servers word the 404 differently ("try pulling it first").
         if status == 404 and model:
@@ -257,7 +257,8 @@ class OllamaClient:
                 raise StreamError(f"Ollama sent a line that is not a JSON object: {line[:80]!r}")
             if "error" in data:
                 # After streaming started the status stays 200 and the error comes as a line.
-                raise StreamError(f"Ollama reported an error mid-stream: {data['error']}")
+                error = one_line(str(data["error"]))
+                raise StreamError(f"Ollama reported an error mid-stream: {error}")
             chunk = parse_chunk(data)
             yield chunk
             if chunk.done:
@@ -287,14 +288,15 @@ class OllamaClient:
                     yield buffer
                 return
             buffer += data
-            if b"\n" in buffer:
-                *lines, buffer = buffer.split(b"\n")
-                yield from lines
-            if len(buffer) > MAX_LINE_BYTES:
-                raise StreamError(
-                    f"Ollama sent a line longer than {MAX_LINE_BYTES // 1024 // 1024} MB; "
-                    "is the server an Ollama server?"
-                )
+            lines = buffer.split(b"\n")
+            buffer = lines.pop()
+            for line in (*lines, buffer):
+                if len(line) > MAX_LINE_BYTES:
+                    raise StreamError(
+                        f"Ollama sent a line longer than {MAX_LINE_BYTES} bytes; "
+                        "is the server an Ollama server?"
+                    )
+            yield from lines
 
     def _unreachable(self, why: str) -> str:
         return (
@@ -378,6 +380,12 @@ def _str(value: Any) -> str:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def one_line(text: str) -> str:
+    """Error texts from servers may hold newlines (an HTML page, a model's raw output);
+    our messages are one line."""
+    return " ".join(text.split())
 
 
 def _error_text(body: str) -> str:

@@ -27,7 +27,11 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     """Config, state, data and HOME point into a temp dir; no OLLAMA_* from the developer."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
-    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
+    for var, sub in (
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_STATE_HOME", ".local/state"),
+        ("XDG_DATA_HOME", ".local/share"),
+    ):
         monkeypatch.setenv(var, str(home / sub))
     for var in ("OLLAMA_HOST", "OLLAMA_API_KEY", "NO_COLOR", "FORCE_COLOR"):
         monkeypatch.delenv(var, raising=False)
@@ -88,7 +92,14 @@ MakeAgent = Callable[..., Harness]
 def make_agent(ollama: FakeOllama, workspace: Path, home: Path) -> MakeAgent:
     """Build the real agent against the fake server, from YAML text like a user's config."""
 
-    def make(yaml: str = "", *, answers: list[Any] | None = None, model: str | None = None, think: bool | None = None, max_steps: int | None = None) -> Harness:
+    def make(
+        yaml: str = "",
+        *,
+        answers: list[Any] | None = None,
+        model: str | None = None,
+        think: bool | None = None,
+        max_steps: int | None = None,
+    ) -> Harness:
         config: Config = parse_config(yaml, "test.yaml")
         approver = ScriptedApprover(list(answers or []))
         agent = build_agent(
@@ -118,7 +129,13 @@ RunCli = Callable[..., Completed]
 def run_cli(workspace: Path, ollama: FakeOllama) -> RunCli:
     """Run the real `agent` program in a subprocess, pointed at the fake server."""
 
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60) -> Completed:
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float = 60,
+    ) -> Completed:
         full_env = {**os.environ, "OLLAMA_HOST": ollama.url, **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "cli", *args],

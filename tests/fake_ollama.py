@@ -30,6 +30,7 @@ class Stream:
     drop: bool = False
     stall: float = 0.0
     endless: bool = False  # keep sending the last line until the client goes away
+    header_delay: float = 0.0  # wait this long before even the status line
 
 
 @dataclass
@@ -37,6 +38,7 @@ class HttpError:
     status: int
     error: str | None = None
     body: bytes | None = None
+    header_delay: float = 0.0
 
 
 @dataclass
@@ -47,8 +49,16 @@ class Recorded:
     headers: dict[str, str]
 
 
-def tool_call(name: str, arguments: Any = None, *, call_id: str | None = None, index: int = 0) -> dict[str, Any]:
-    call: dict[str, Any] = {"function": {"index": index, "name": name, "arguments": arguments if arguments is not None else {}}}
+def tool_call(
+    name: str, arguments: Any = None, *, call_id: str | None = None, index: int = 0
+) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "function": {
+            "index": index,
+            "name": name,
+            "arguments": arguments if arguments is not None else {},
+        }
+    }
     if call_id:
         call["id"] = call_id
     return call
@@ -111,13 +121,25 @@ class FakeOllama:
 
     def __post_init__(self) -> None:
         self._script: deque[Stream | HttpError] = deque()
+        self.show_errors: deque[HttpError] = deque()  # answered by /api/show before models
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self.add_model("qwen3:8b", ["completion", "tools", "thinking"])
 
     # scripting
-    def add_model(self, name: str, capabilities: Iterable[str] = ("completion", "tools"), context_length: int = 40960) -> None:
-        self.models[name] = {"capabilities": list(capabilities), "context_length": context_length}
+    def add_model(
+        self,
+        name: str,
+        capabilities: Iterable[str] = ("completion", "tools"),
+        context_length: int = 40960,
+        *,
+        report_capabilities: bool = True,
+    ) -> None:
+        """`report_capabilities=False` answers /api/show like servers before v0.6.4."""
+        self.models[name] = {
+            "capabilities": list(capabilities) if report_capabilities else None,
+            "context_length": context_length,
+        }
 
     def enqueue(self, *responses: Stream | HttpError) -> None:
         with self._lock:
@@ -140,9 +162,11 @@ class FakeOllama:
 
     def start(self) -> FakeOllama:
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _QuietServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -155,6 +179,11 @@ class FakeOllama:
             if not self._script:
                 return HttpError(500, "fake ollama: no scripted reply left for this call")
             return self._script.popleft()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hangs up mid-stream (Ctrl-C, timeout) is part of the tests
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -198,19 +227,25 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._record()
         model = body.get("model") if isinstance(body, dict) else None
         if self.path == "/api/show":
+            if self.fake.show_errors:
+                error = self.fake.show_errors.popleft()
+                self._json(error.status, {"error": error.error})
+                return
             info = self.fake.models.get(str(model))
             if info is None:
                 self._json(404, {"error": f"model '{model}' not found"})
                 return
             arch = "qwen3"
-            self._json(
-                200,
-                {
-                    "capabilities": info["capabilities"],
-                    "model_info": {"general.architecture": arch, f"{arch}.context_length": info["context_length"]},
-                    "details": {"family": arch},
+            shown: dict[str, Any] = {
+                "model_info": {
+                    "general.architecture": arch,
+                    f"{arch}.context_length": info["context_length"],
                 },
-            )
+                "details": {"family": arch},
+            }
+            if info["capabilities"] is not None:
+                shown["capabilities"] = info["capabilities"]
+            self._json(200, shown)
         elif self.path == "/api/chat":
             if model not in self.fake.models:
                 self._json(404, {"error": f"model '{model}' not found"})
@@ -220,8 +255,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": "not found"})
 
     def _chat(self, response: Stream | HttpError) -> None:
+        if response.header_delay:
+            time.sleep(response.header_delay)
         if isinstance(response, HttpError):
-            payload = response.body if response.body is not None else json.dumps({"error": response.error}).encode()
+            payload = (
+                response.body
+                if response.body is not None
+                else json.dumps({"error": response.error}).encode()
+            )
             self.send_response(response.status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(payload)))

@@ -39,17 +39,27 @@ def check_arguments(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return validate_arguments(arguments, ALL_TOOLS[name].parameters)
 
 
-def execute(
-    name: str,
+def run_tool(
+    tool: Tool,
     ctx: ToolContext,
     arguments: Mapping[str, Any],
     paths: Mapping[str, ResolvedPath],
 ) -> Result:
     """Run a tool; an expected failure becomes `{"success": false, "error": ...}`."""
     try:
-        return ALL_TOOLS[name].run(ctx, arguments, paths)
+        return tool.run(ctx, arguments, paths)
     except ToolError as exc:
         return failure(str(exc))
+
+
+def execute(
+    name: str,
+    ctx: ToolContext,
+    arguments: Mapping[str, Any],
+    paths: Mapping[str, ResolvedPath],
+) -> Result:
+    """Run the registered tool `name`."""
+    return run_tool(ALL_TOOLS[name], ctx, arguments, paths)
 
 
 __all__ = [
@@ -62,4 +72,5 @@ __all__ = [
     "check_arguments",
     "definitions",
     "execute",
+    "run_tool",
 ]

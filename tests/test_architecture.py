@@ -1,0 +1,50 @@
+"""The direction of the arrows: the core never imports a UI library, and nothing happens at
+import time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+CORE = [
+    "cli.agent",
+    "cli.approval",
+    "cli.commands",
+    "cli.config",
+    "cli.context",
+    "cli.errors",
+    "cli.events",
+    "cli.messages",
+    "cli.ollama",
+    "cli.paths",
+    "cli.policy",
+    "cli.prompt",
+    "cli.schema",
+    "cli.textcalls",
+    "cli.tools",
+]
+
+
+def test_core_does_not_import_ui_libraries() -> None:
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in CORE)
+        + "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'prompt_toolkit', 'typer', 'click'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_importing_the_app_has_no_side_effects(home: Path) -> None:
+    before = sorted(p for p in home.rglob("*"))
+    code = "import cli.app, cli.wiring, cli.ui.trace, cli.ui.confirm"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=home)
+    assert sorted(p for p in home.rglob("*")) == before
+
+
+def test_help_does_not_import_the_http_stack() -> None:
+    code = "import sys; import cli.app; print('requests' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
