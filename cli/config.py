@@ -227,25 +227,45 @@ def parse_config(text: str, source: str) -> Config:
 
 
 def _index_lines(
-    node: yaml.Node, path: tuple[str, ...], lines: dict[tuple[str, ...], int], source: str
+    node: yaml.Node,
+    path: tuple[str, ...],
+    lines: dict[tuple[str, ...], int],
+    source: str,
+    seen_nodes: set[int] | None = None,
 ) -> None:
-    """Record the line of every key, and refuse duplicate keys (PyYAML keeps the last one
-    silently, which hides a typo'd second `policy:` block)."""
+    """Record the line of every key. Refuse duplicate keys (PyYAML keeps the last one
+    silently, which hides a typo'd second `policy:` block) and aliases (`*name`: a
+    self-referencing one recurses forever, nested ones grow exponentially)."""
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:
+        where = ".".join(path) or "(top level)"
+        line = lines.get(path, node.start_mark.line + 1)
+        raise ConfigError(
+            f"config {source}, line {line}: {where}: YAML aliases (*name) are not supported "
+            "here; write the value out"
+        )
+    seen_nodes.add(id(node))
     lines.setdefault(path, node.start_mark.line + 1)
+    children: list[tuple[str | None, yaml.Node]] = []
     if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
+        keys: set[str] = set()
         for key_node, value_node in node.value:
             key = str(key_node.value)
-            if key in seen:
+            if key in keys:
                 dotted = ".".join((*path, key))
                 raise ConfigError(
                     f"config {source}, line {key_node.start_mark.line + 1}: "
                     f"key '{dotted}' appears twice; keep one"
                 )
-            seen.add(key)
-            child = (*path, key)
-            lines[child] = key_node.start_mark.line + 1
-            _index_lines(value_node, child, lines, source)
+            keys.add(key)
+            key_path = (*path, key)
+            lines[key_path] = key_node.start_mark.line + 1
+            children.append((key, value_node))
+    elif isinstance(node, yaml.SequenceNode):
+        children = [(None, item) for item in node.value]
+    for child_key, child in children:
+        child_path = path if child_key is None else (*path, child_key)
+        _index_lines(child, child_path, lines, source, seen_nodes)
 
 
 class _Builder:

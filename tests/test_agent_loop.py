@@ -40,7 +40,9 @@ def results(body: dict[str, Any]) -> list[dict[str, Any]]:
 # -- seed test plan T18-T20 -------------------------------------------------------------------
 
 
-def test_T18_loop_ends_when_the_answer_has_no_tool_calls(make_agent: MakeAgent, ollama: FakeOllama) -> None:
+def test_T18_loop_ends_when_the_answer_has_no_tool_calls(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
     ollama.enqueue(reply("Hello there."))
     events = make_agent().run("hi")
     finished = events[-1]
@@ -50,7 +52,9 @@ def test_T18_loop_ends_when_the_answer_has_no_tool_calls(make_agent: MakeAgent, 
     assert len(ollama.chat_bodies) == 1
 
 
-def test_T19_loop_stops_after_max_steps_model_calls(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_T19_loop_stops_after_max_steps_model_calls(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     (workspace / "a.txt").write_text("a")
     for _ in range(11):
         ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]))
@@ -68,7 +72,9 @@ def test_T19_loop_stops_after_max_steps_model_calls(make_agent: MakeAgent, ollam
     assert last["role"] == "tool" and "step limit" in json.loads(last["content"])["error"]
 
 
-def test_max_steps_setting_is_honoured(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_max_steps_setting_is_honoured(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     (workspace / "a.txt").write_text("a")
     for _ in range(3):
         ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]))
@@ -109,7 +115,11 @@ def test_history_carries_thinking_content_and_object_arguments(
     (workspace / "n.txt").write_text("x")
     # Arguments as a JSON string, as some models send them: parsed, and sent back as an object.
     ollama.enqueue(
-        reply("Let me look.", thinking="I should read it.", tool_calls=[tool_call("read_file", '{"path": "n.txt"}')]),
+        reply(
+            "Let me look.",
+            thinking="I should read it.",
+            tool_calls=[tool_call("read_file", '{"path": "n.txt"}')],
+        ),
         reply("Done."),
     )
     harness = make_agent(think=True)
@@ -119,25 +129,58 @@ def test_history_carries_thinking_content_and_object_arguments(
     assert assistant["role"] == "assistant"
     assert assistant["content"] == "Let me look."
     assert assistant["thinking"] == "I should read it."
-    assert assistant["tool_calls"][0]["function"] == {"name": "read_file", "arguments": {"path": "n.txt"}}
+    assert assistant["tool_calls"][0]["function"] == {
+        "name": "read_file",
+        "arguments": {"path": "n.txt"},
+    }
     assert results(ollama.chat_bodies[1])[0]["success"] is True
 
 
-def test_tool_calls_in_the_final_done_chunk_are_run(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_tool_calls_in_the_final_done_chunk_are_run(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     (workspace / "f.txt").write_text("final\n")
-    ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "f.txt"})], calls_in_final=True), reply("ok"))
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "f.txt"})], calls_in_final=True),
+        reply("ok"),
+    )
     events = make_agent().run("go")
     assert of_type(events, ToolResult)[0].result["content"] == "final\n"
 
 
-def test_calls_split_across_chunks_keep_arrival_order(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_calls_split_across_chunks_keep_arrival_order(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     for name in ("a", "b", "c"):
         (workspace / f"{name}.txt").write_text(name)
     base = {"model": "qwen3:8b", "created_at": "now", "done": False}
     lines: list[dict[str, Any] | bytes] = [
-        {**base, "message": {"role": "assistant", "content": "", "tool_calls": [tool_call("read_file", {"path": "a.txt"})]}},
-        {**base, "message": {"role": "assistant", "content": "", "tool_calls": [tool_call("read_file", {"path": "b.txt"})]}},
-        {**base, "done": True, "done_reason": "stop", "message": {"role": "assistant", "content": "", "tool_calls": [tool_call("read_file", {"path": "c.txt"})]}},
+        {
+            **base,
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [tool_call("read_file", {"path": "a.txt"})],
+            },
+        },
+        {
+            **base,
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [tool_call("read_file", {"path": "b.txt"})],
+            },
+        },
+        {
+            **base,
+            "done": True,
+            "done_reason": "stop",
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [tool_call("read_file", {"path": "c.txt"})],
+            },
+        },
     ]
     ollama.enqueue(Stream(lines), reply("ok"))
     events = make_agent().run("go")
@@ -153,7 +196,14 @@ def test_options_keep_alive_and_tools_are_sent(make_agent: MakeAgent, ollama: Fa
     assert body["stream"] is True
     names = [t["function"]["name"] for t in body["tools"]]
     # run_command is deny by default: not offered at all.
-    assert names == ["read_file", "write_file", "list_directory", "search_files", "create_directory", "delete_file"]
+    assert names == [
+        "read_file",
+        "write_file",
+        "list_directory",
+        "search_files",
+        "create_directory",
+        "delete_file",
+    ]
 
 
 def test_a_denied_tool_is_not_offered(make_agent: MakeAgent, ollama: FakeOllama) -> None:
@@ -166,7 +216,9 @@ def test_a_denied_tool_is_not_offered(make_agent: MakeAgent, ollama: FakeOllama)
 # -- capabilities ------------------------------------------------------------------------------
 
 
-def test_model_without_tools_gets_no_tools_and_a_notice(make_agent: MakeAgent, ollama: FakeOllama) -> None:
+def test_model_without_tools_gets_no_tools_and_a_notice(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
     ollama.add_model("gemma:2b", ["completion"])
     ollama.enqueue(reply("plain answer"))
     events = make_agent(model="gemma:2b").run("hi")
@@ -187,7 +239,11 @@ def test_model_without_tools_gets_no_tools_and_a_notice(make_agent: MakeAgent, o
     ids=["thinker-asked", "thinker-not-asked", "non-thinker-asked", "non-thinker-not-asked"],
 )
 def test_think_is_sent_only_when_asked_and_possible(
-    make_agent: MakeAgent, ollama: FakeOllama, capabilities: list[str], think: bool, expected: bool | None
+    make_agent: MakeAgent,
+    ollama: FakeOllama,
+    capabilities: list[str],
+    think: bool,
+    expected: bool | None,
 ) -> None:
     ollama.add_model("m:1", capabilities)
     ollama.enqueue(reply("ok"))
@@ -212,7 +268,9 @@ def test_capabilities_are_checked_once_per_model(make_agent: MakeAgent, ollama: 
 # -- model misbehaviour ------------------------------------------------------------------------
 
 
-def test_unknown_tool_gets_an_error_listing_valid_tools(make_agent: MakeAgent, ollama: FakeOllama) -> None:
+def test_unknown_tool_gets_an_error_listing_valid_tools(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
     ollama.enqueue(reply(tool_calls=[tool_call("rm_everything", {"path": "/"})]), reply("sorry"))
     events = make_agent().run("go")
     result = of_type(events, ToolResult)[0].result
@@ -236,7 +294,11 @@ def test_unknown_tool_gets_an_error_listing_valid_tools(make_agent: MakeAgent, o
     ids=["missing", "wrong-type", "bad-enum", "string-for-int", "bool-for-int", "unknown-arg"],
 )
 def test_schema_violations_are_answered_not_run(
-    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path, arguments: dict[str, Any], message: str
+    make_agent: MakeAgent,
+    ollama: FakeOllama,
+    workspace: Path,
+    arguments: dict[str, Any],
+    message: str,
 ) -> None:
     (workspace / "a.txt").write_text("secret-ish")
     ollama.enqueue(reply(tool_calls=[tool_call("read_file", arguments)]), reply("retrying"))
@@ -247,14 +309,21 @@ def test_schema_violations_are_answered_not_run(
     assert "content" not in result
 
 
-def test_null_optional_arguments_mean_absent(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_null_optional_arguments_mean_absent(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     (workspace / "a.txt").write_text("one\n")
-    ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "a.txt", "start_line": None})]), reply("ok"))
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt", "start_line": None})]),
+        reply("ok"),
+    )
     events = make_agent().run("go")
     assert of_type(events, ToolResult)[0].result["content"] == "one\n"
 
 
-def test_unparseable_string_arguments_are_answered(make_agent: MakeAgent, ollama: FakeOllama) -> None:
+def test_unparseable_string_arguments_are_answered(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
     ollama.enqueue(reply(tool_calls=[tool_call("read_file", '{"path": ')]), reply("ok"))
     events = make_agent().run("go")
     result = of_type(events, ToolResult)[0].result
@@ -263,18 +332,27 @@ def test_unparseable_string_arguments_are_answered(make_agent: MakeAgent, ollama
     assert ollama.chat_bodies[1]["messages"][2]["tool_calls"][0]["function"]["arguments"] == {}
 
 
-def test_a_tool_that_raises_becomes_an_error_result(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_a_tool_that_raises_becomes_an_error_result(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     def explode(*_args: Any) -> dict[str, Any]:
         raise RuntimeError("disk on fire")
 
     broken = Tool("read_file", "reads", ALL_TOOLS["read_file"].parameters, explode)
     base = make_agent().agent
     agent = Agent(
-        base.backend, base.policy, base.approver, base.context, base.settings, base.surroundings,
+        base.backend,
+        base.policy,
+        base.approver,
+        base.context,
+        base.settings,
+        base.surroundings,
         toolbox={**ALL_TOOLS, "read_file": broken},
     )
     (workspace / "a.txt").write_text("x")
-    ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]), reply("it failed"))
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]), reply("it failed")
+    )
     events = list(agent.run([], "go"))
     result = of_type(events, ToolResult)[0].result
     assert result == {"success": False, "error": "read_file failed: disk on fire"}
@@ -286,24 +364,33 @@ def test_a_tool_that_raises_becomes_an_error_result(make_agent: MakeAgent, ollam
     [
         '{"name": "read_file", "arguments": {"path": "t.txt"}}',
         '```json\n{"name": "read_file", "parameters": {"path": "t.txt"}}\n```',
-        'I will read it.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "t.txt"}}\n</tool_call>',
-        "<tool_call>\n<function=read_file>\n<parameter=path>\nt.txt\n</parameter>\n</function>\n</tool_call>",
+        'I will read it.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "t.txt"}}'
+        "\n</tool_call>",
+        "<tool_call>\n<function=read_file>\n<parameter=path>\nt.txt\n</parameter>\n</function>"
+        "\n</tool_call>",
         '[TOOL_CALLS] [{"name": "read_file", "arguments": {"path": "t.txt"}}]',
     ],
     ids=["bare-json", "fenced-llama-parameters", "hermes-tagged", "qwen3-coder-xml", "mistral"],
 )
-def test_tool_call_written_as_text_is_run(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path, content: str) -> None:
+def test_tool_call_written_as_text_is_run(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path, content: str
+) -> None:
     (workspace / "t.txt").write_text("from text call\n")
     ollama.enqueue(reply(content), reply("done"))
     harness = make_agent()
     events = harness.run("go")
     assert of_type(events, ToolResult)[0].result["content"] == "from text call\n"
     sent = ollama.chat_bodies[1]["messages"][2]
-    assert sent["tool_calls"][0]["function"] == {"name": "read_file", "arguments": {"path": "t.txt"}}
+    assert sent["tool_calls"][0]["function"] == {
+        "name": "read_file",
+        "arguments": {"path": "t.txt"},
+    }
     assert "<tool_call>" not in sent["content"] and "read_file" not in sent["content"]
 
 
-def test_json_that_is_not_one_of_our_tools_stays_an_answer(make_agent: MakeAgent, ollama: FakeOllama) -> None:
+def test_json_that_is_not_one_of_our_tools_stays_an_answer(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
     answer = '{"name": "Ada", "arguments": {"age": 36}}'
     ollama.enqueue(reply(answer))
     events = make_agent().run("give me json")
@@ -321,7 +408,9 @@ def test_an_empty_answer_is_asked_once_more(make_agent: MakeAgent, ollama: FakeO
     assert [m["role"] for m in ollama.chat_bodies[1]["messages"]] == ["system", "user"]
 
 
-def test_too_many_calls_in_one_answer_are_capped(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_too_many_calls_in_one_answer_are_capped(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     (workspace / "a.txt").write_text("a")
     calls = [tool_call("read_file", {"path": "a.txt"}) for _ in range(40)]
     ollama.enqueue(reply(tool_calls=calls), reply("ok"))
@@ -336,8 +425,13 @@ def test_too_many_calls_in_one_answer_are_capped(make_agent: MakeAgent, ollama: 
 # -- decisions ----------------------------------------------------------------------------------
 
 
-def test_a_write_asks_and_a_yes_writes(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
-    ollama.enqueue(reply(tool_calls=[tool_call("write_file", {"path": "out.txt", "content": "hi\n"})]), reply("written"))
+def test_a_write_asks_and_a_yes_writes(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("write_file", {"path": "out.txt", "content": "hi\n"})]),
+        reply("written"),
+    )
     harness = make_agent(answers=[True])
     events = harness.run("write it")
     request = harness.approver.requests[0]
@@ -347,8 +441,13 @@ def test_a_write_asks_and_a_yes_writes(make_agent: MakeAgent, ollama: FakeOllama
     assert (workspace / "out.txt").read_text() == "hi\n"
 
 
-def test_a_no_is_sent_to_the_model_with_the_reason(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
-    ollama.enqueue(reply(tool_calls=[tool_call("write_file", {"path": "out.txt", "content": "hi"})]), reply("ok, not writing"))
+def test_a_no_is_sent_to_the_model_with_the_reason(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("write_file", {"path": "out.txt", "content": "hi"})]),
+        reply("ok, not writing"),
+    )
     harness = make_agent(answers=[Approval(False, by="user", reason="use notes.md instead")])
     harness.run("write it")
     assert not (workspace / "out.txt").exists()
@@ -357,8 +456,13 @@ def test_a_no_is_sent_to_the_model_with_the_reason(make_agent: MakeAgent, ollama
     assert "the user declined: use notes.md instead" in result["error"]
 
 
-def test_a_policy_denial_is_a_result_and_the_loop_goes_on(make_agent: MakeAgent, ollama: FakeOllama) -> None:
-    ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "~/.ssh/id_rsa"})]), reply("I cannot read that."))
+def test_a_policy_denial_is_a_result_and_the_loop_goes_on(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "~/.ssh/id_rsa"})]),
+        reply("I cannot read that."),
+    )
     harness = make_agent()
     events = harness.run("read my key")
     assert harness.approver.requests == []
@@ -367,7 +471,9 @@ def test_a_policy_denial_is_a_result_and_the_loop_goes_on(make_agent: MakeAgent,
     assert events[-1].answer == "I cannot read that."
 
 
-def test_stop_turn_cancels_the_remaining_calls(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_stop_turn_cancels_the_remaining_calls(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     calls = [tool_call("write_file", {"path": f"f{i}.txt", "content": "x"}) for i in range(3)]
     ollama.enqueue(reply(tool_calls=calls))
     harness = make_agent(answers=[True, Approval(False, stop_turn=True)])
@@ -380,17 +486,28 @@ def test_stop_turn_cancels_the_remaining_calls(make_agent: MakeAgent, ollama: Fa
     assert len(harness.approver.requests) == 2
 
 
-def test_events_come_in_order_for_each_call(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_events_come_in_order_for_each_call(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     (workspace / "a.txt").write_text("a")
     ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]), reply("ok"))
     kinds = [type(e).__name__ for e in make_agent().run("go") if not isinstance(e, ContentDelta)]
-    assert kinds == ["StepFinished", "ToolCallProposed", "ToolDecided", "ToolResult", "StepFinished", "Finished"]
+    assert kinds == [
+        "StepFinished",
+        "ToolCallProposed",
+        "ToolDecided",
+        "ToolResult",
+        "StepFinished",
+        "Finished",
+    ]
 
 
 # -- interruption ---------------------------------------------------------------------------------
 
 
-def test_interrupt_mid_stream_keeps_the_partial_answer(make_agent: MakeAgent, ollama: FakeOllama) -> None:
+def test_interrupt_mid_stream_keeps_the_partial_answer(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
     ollama.enqueue(reply("one two three four five six", token=4, delay=0.01))
     harness = make_agent()
     events = harness.agent.run(harness.conversation, "count")
@@ -427,7 +544,9 @@ def test_interrupt_during_a_confirmation_leaves_history_well_formed(
 # -- server failures propagate as typed errors --------------------------------------------------
 
 
-def test_server_error_mid_loop_raises_the_typed_error(make_agent: MakeAgent, ollama: FakeOllama) -> None:
+def test_server_error_mid_loop_raises_the_typed_error(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
     from cli.errors import OllamaError
 
     ollama.enqueue(HttpError(500, "model runner crashed"))
@@ -438,7 +557,9 @@ def test_server_error_mid_loop_raises_the_typed_error(make_agent: MakeAgent, oll
 # -- system prompt and context --------------------------------------------------------------------
 
 
-def test_system_prompt_has_the_rules_and_where_we_are(make_agent: MakeAgent, ollama: FakeOllama, workspace: Path) -> None:
+def test_system_prompt_has_the_rules_and_where_we_are(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
     ollama.enqueue(reply("ok"))
     make_agent('agent: {system_prompt: "Answer in French."}\n').run("hi")
     system = ollama.chat_bodies[0]["messages"][0]
@@ -451,7 +572,9 @@ def test_system_prompt_has_the_rules_and_where_we_are(make_agent: MakeAgent, oll
     assert text.endswith("Answer in French.")
 
 
-def test_long_history_is_trimmed_to_the_context_window(make_agent: MakeAgent, ollama: FakeOllama) -> None:
+def test_long_history_is_trimmed_to_the_context_window(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
     harness = make_agent("ollama: {options: {num_ctx: 2048}}\n")
     for i in range(6):
         ollama.enqueue(reply(f"answer {i} " + "word " * 300))

@@ -16,12 +16,29 @@ pytestmark = pytest.mark.pty
 
 def spawn(ollama: FakeOllama, workspace: Path, *args: str) -> pexpect.spawn:
     env = {**os.environ, "OLLAMA_HOST": ollama.url, "TERM": "dumb"}
-    return pexpect.spawn(sys.executable, ["-m", "cli", *args], cwd=str(workspace), env=env, encoding="utf-8", timeout=20, dimensions=(40, 120))
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "cli", *args],
+        cwd=str(workspace),
+        env=env,
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(40, 120),
+    )
 
 
-@pytest.mark.parametrize(("answer", "written"), [("y", True), ("n", False), ("", False)], ids=["yes", "no", "enter"])
-def test_run_asks_on_the_terminal(ollama: FakeOllama, workspace: Path, answer: str, written: bool) -> None:
-    ollama.enqueue(reply(tool_calls=[tool_call("write_file", {"path": "out.txt", "content": "line 1\nline 2\n"})]), reply("finished"))
+@pytest.mark.parametrize(
+    ("answer", "written"), [("y", True), ("n", False), ("", False)], ids=["yes", "no", "enter"]
+)
+def test_run_asks_on_the_terminal(
+    ollama: FakeOllama, workspace: Path, answer: str, written: bool
+) -> None:
+    ollama.enqueue(
+        reply(
+            tool_calls=[tool_call("write_file", {"path": "out.txt", "content": "line 1\nline 2\n"})]
+        ),
+        reply("finished"),
+    )
     child = spawn(ollama, workspace, "run", "write out.txt")
     child.expect("write_file wants to run")
     child.expect("path: out.txt")
@@ -39,7 +56,9 @@ def test_run_asks_on_the_terminal(ollama: FakeOllama, workspace: Path, answer: s
 
 def test_model_text_in_the_question_is_sanitised(ollama: FakeOllama, workspace: Path) -> None:
     evil = "safe.txt\r\x1b[2Kharmless"
-    ollama.enqueue(reply(tool_calls=[tool_call("write_file", {"path": evil, "content": "x"})]), reply("ok"))
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("write_file", {"path": evil, "content": "x"})]), reply("ok")
+    )
     child = spawn(ollama, workspace, "run", "go")
     child.expect(r"Allow\? \[y/N\] ")
     shown = child.before

@@ -376,9 +376,6 @@ def test_read_latin1_file(tools: Tools, workspace: Path) -> None:
     assert result["lines"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True, reason="BUG: read_file reports encoding 'utf-8' for a file read as latin1"
-)
 def test_read_latin1_file_reports_the_encoding_used(tools: Tools, workspace: Path) -> None:
     (workspace / "old.txt").write_bytes(b"caf\xe9\n")
     result = tools.ok("read_file", {"path": "old.txt", "encoding": "latin1"})
@@ -846,10 +843,6 @@ def test_search_max_results_counts_matches_within_a_file(tools: Tools, workspace
     assert result["truncated"] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: search says truncated when exactly max_results matches exist and none was left",
-)
 def test_search_exactly_max_results_is_not_truncated(tools: Tools, workspace: Path) -> None:
     for n in range(4):
         (workspace / f"f{n}.txt").write_text("needle\n")
@@ -948,10 +941,6 @@ def test_search_column_is_1_based_in_the_raw_line(tools: Tools, workspace: Path)
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: case-insensitive column is found in line.lower(), whose length can differ",
-)
 def test_search_column_after_a_character_whose_lowercase_is_longer(
     tools: Tools, workspace: Path
 ) -> None:
@@ -1068,10 +1057,6 @@ def test_recursive_delete_does_not_follow_symlinks_inside(
     assert (workspace / "keep" / "precious.txt").read_text() == "precious"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: count_tree counts a symlink to a directory as a directory, not as a file",
-)
 def test_recursive_delete_counts_a_directory_symlink_as_a_file(
     tools: Tools, workspace: Path, tree: Path
 ) -> None:

@@ -63,6 +63,7 @@ def read_file(
         "success": True,
         "path": path,
         **_line_window(text, start, end, ctx),
+        "encoding": encoding,
         "size": len(file.data),
     }
 
@@ -85,7 +86,6 @@ def _line_window(text: str, start: int | None, end: int | None, ctx: ToolContext
         content += "\n"
     result: Result = {
         "content": content,
-        "encoding": "utf-8",
         "lines": total,
         "truncated": last < total,
         "line_range": [first, last] if total else [0, 0],
@@ -236,10 +236,12 @@ def delete_file(
 def count_tree(path: str) -> dict[str, int]:
     """Files and directories below `path` (links counted as files, never followed)."""
     files = dirs = 0
-    for _root, dirnames, filenames in os.walk(path, followlinks=False):
-        dirs += len(dirnames)
-        files += len(filenames)
-    # os.walk lists symlinks to directories among dirnames but does not descend into them.
+    for root, dirnames, filenames in os.walk(path, followlinks=False):
+        # os.walk lists links to directories among dirnames (without entering them); only
+        # the link goes, so it counts as a file.
+        links = sum(1 for d in dirnames if os.path.islink(os.path.join(root, d)))
+        dirs += len(dirnames) - links
+        files += len(filenames) + links
     return {"files": files, "directories": dirs + 1}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,11 +37,11 @@ def search_files(
     max_results = min(max_results, limits.max_search_results)
     extensions = {e for e in map(normalize_extension, args.get("file_extensions") or []) if e}
     name_matches = _name_matcher(query, case)
-    needle = query if case else query.lower()
+    needle = re.compile(re.escape(query), 0 if case else re.IGNORECASE)
 
     results: list[dict[str, Any]] = []
     total_matches = scanned = 0
-    truncated = False
+    full = truncated = False
     note = ""
     for entry in walk(root, max_depth=10_000, include_hidden=False, hides=ctx.hides):
         dirent = entry.dirent
@@ -60,28 +61,30 @@ def search_files(
             break
         scanned += 1
         by_name = search_type in ("filename", "both") and name_matches(dirent.name)
+        room = max(0, max_results - total_matches - by_name)
         lines: list[dict[str, Any]] = []
+        more = False
         if search_type in ("content", "both"):
-            budget = min(limits.max_matches_per_file, max_results - total_matches - by_name)
-            lines = _content_matches(dirent, needle, case, budget, limits.max_search_file_bytes)
+            budget = min(limits.max_matches_per_file, room)
+            lines, more = _content_matches(dirent, needle, budget, limits.max_search_file_bytes)
+        if full and (by_name or lines or more):
+            truncated = True  # a match beyond max_results exists: say so, and stop
+            break
         if not by_name and not lines:
             continue
-        results.append(
-            {
-                "path": ctx.show(dirent.path),
-                "match": "filename+content"
-                if by_name and lines
-                else "filename"
-                if by_name
-                else "content",
-                "matches": lines,
-            }
-        )
+        kind = "filename+content" if by_name and lines else "filename" if by_name else "content"
+        item: dict[str, Any] = {"path": ctx.show(dirent.path), "match": kind, "matches": lines}
+        if more and len(lines) == limits.max_matches_per_file:
+            item["more_matches"] = True  # this file has more than max_matches_per_file
+        results.append(item)
         total_matches += len(lines) + by_name
         if total_matches >= max_results:
-            truncated = True
-            note = f"stopped at max_results={max_results} matches"
-            break
+            full = True
+            if more and len(lines) < limits.max_matches_per_file:
+                truncated = True  # cut by max_results inside this very file
+                break
+    if truncated and not note:
+        note = f"stopped at max_results={max_results} matches; there are more"
     result: Result = {
         "success": True,
         "query": query,
@@ -106,30 +109,29 @@ def _name_matcher(query: str, case: bool) -> Any:
 
 
 def _content_matches(
-    dirent: os.DirEntry[str], needle: str, case: bool, budget: int, max_bytes: int
-) -> list[dict[str, Any]]:
-    if budget <= 0:
-        return []
+    dirent: os.DirEntry[str], needle: re.Pattern[str], budget: int, max_bytes: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """Up to `budget` matching lines, and whether the file holds more than that."""
     try:
         if dirent.stat(follow_symlinks=False).st_size > max_bytes:
-            return []
+            return [], False
         data = fsops.read_regular(dirent.path, dirent.name, max_bytes).data
     except (OSError, ToolError):
-        return []
+        return [], False
     if fsops.is_binary(data):
-        return []
+        return [], False
     matches: list[dict[str, Any]] = []
     for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
-        column = (line if case else line.lower()).find(needle)
-        if column < 0:
+        found = needle.search(line)
+        if found is None:
             continue
+        if len(matches) == budget:
+            return matches, True
         text = line.strip()
         if len(text) > MAX_LINE_TEXT:
             text = text[:MAX_LINE_TEXT] + "…"
-        matches.append({"line": number, "column": column + 1, "text": text})
-        if len(matches) == budget:
-            break
-    return matches
+        matches.append({"line": number, "column": found.start() + 1, "text": text})
+    return matches, False
 
 
 SEARCH_FILES = Tool(
