@@ -228,6 +228,14 @@ class Agent:
         self, call: ToolCall, step: int
     ) -> Generator[Event, None, tuple[ToolResult, bool]]:
         yield ToolCallProposed(call, step)
+        decided = self.decide(call)
+        yield decided
+        started = self.clock()
+        result = self.execute(decided)
+        return ToolResult(call, result, self.clock() - started, decided), decided.stop_turn
+
+    def decide(self, call: ToolCall) -> ToolDecided:
+        """Schema → policy → approver (only for "ask"): the final say on one call."""
         arguments: dict[str, Any] = {}
         decision = self._check(call)
         if decision is None:
@@ -237,22 +245,37 @@ class Agent:
                 decision = self.policy.decide(call.name, arguments)
             except SchemaError as exc:
                 decision = Decision("deny", f"invalid arguments for {call.name}: {exc}", "schema")
-        decided, stop = self._approve(call, arguments, decision)
-        yield decided
-        started = self.clock()
+        if decision.action != "ask":
+            allowed = decision.action == "allow"
+            by = "policy" if allowed else ""
+            return ToolDecided(call, decision, allowed, by, decision.reason, arguments)
+        approval = self.approver(ApprovalRequest(call, arguments, decision))
+        if approval.approved:
+            return ToolDecided(call, decision, True, approval.by, decision.reason, arguments)
+        if approval.stop_turn:
+            reason = "the user stopped this turn"
+            return ToolDecided(call, decision, False, "", reason, arguments, stop_turn=True)
+        reason = approval.reason or "the user declined"
+        if approval.by == "user" and not reason.startswith("the user"):
+            reason = f"the user declined: {reason}"
+        return ToolDecided(call, decision, False, "", reason, arguments)
+
+    def execute(self, decided: ToolDecided) -> dict[str, Any]:
+        """Run an allowed call (a denied one becomes its error result); never raises for
+        a tool's own failure."""
+        name = decided.call.name
         if decided.allowed:
             try:
-                tool = self.toolbox[call.name]
-                result = tools.run_tool(tool, self.context, arguments, decision.paths)
+                tool = self.toolbox[name]
+                paths = decided.decision.paths
+                result = tools.run_tool(tool, self.context, decided.arguments, paths)
             except Exception as exc:  # a tool bug must not end the session: report it
-                result = {"success": False, "error": f"{call.name} failed: {exc}"}
-        elif decision.action == "deny":
+                result = {"success": False, "error": f"{name} failed: {exc}"}
+        elif decided.decision.action == "deny":
             result = {"success": False, "error": f"denied: {decided.reason}"}
         else:
             result = {"success": False, "error": f"not run: {decided.reason}"}
-        result = shrink_result(result, self.context.limits.max_tool_result_chars)
-        event = ToolResult(call, result, self.clock() - started, decided)
-        return event, stop
+        return shrink_result(result, self.context.limits.max_tool_result_chars)
 
     def _check(self, call: ToolCall) -> Decision | None:
         """Refusals that need no schema: bad JSON arguments, unknown or disabled tools."""
@@ -261,25 +284,6 @@ class Agent:
         if call.name not in TOOL_NAMES or self.policy.setting(call.name) == "deny":
             return self.policy.decide(call.name, {})
         return None
-
-    def _approve(
-        self, call: ToolCall, arguments: dict[str, Any], decision: Decision
-    ) -> tuple[ToolDecided, bool]:
-        """The final say, and whether the user asked to stop the turn."""
-        if decision.action != "ask":
-            allowed = decision.action == "allow"
-            return ToolDecided(
-                call, decision, allowed, "policy" if allowed else "", decision.reason
-            ), False
-        approval = self.approver(ApprovalRequest(call, arguments, decision))
-        if approval.approved:
-            return ToolDecided(call, decision, True, approval.by, decision.reason), False
-        if approval.stop_turn:
-            return ToolDecided(call, decision, False, "", "the user stopped this turn"), True
-        reason = approval.reason or "the user declined"
-        if approval.by == "user" and not reason.startswith("the user"):
-            reason = f"the user declined: {reason}"
-        return ToolDecided(call, decision, False, "", reason), False
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -241,6 +241,98 @@ def _run(
     return EXIT_STEP_LIMIT if record.stop_reason == "max_steps" else EXIT_OK
 
 
+# -- agent chat ------------------------------------------------------------------------------
+
+
+@app.command(
+    "chat",
+    help="An interactive session: the model works on your files turn by turn, every risky "
+    "call is confirmed, and the conversation is kept (and saved) across turns. /help inside "
+    "lists the commands and keys.",
+)
+def chat(
+    ctx: typer.Context,
+    model: ModelOpt = None,
+    host: HostOpt = None,
+    config: ConfigOpt = None,
+    think: ThinkOpt = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Reopen a saved session: NAME, or the latest one when NAME is left out.",
+        ),
+    ] = False,
+    name: Annotated[
+        str | None, typer.Argument(metavar="[NAME]", help="The session --resume reopens.")
+    ] = None,
+) -> None:
+    terminal = Terminal.from_process()
+    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+        if name is not None and not resume:
+            raise UsageError(
+                f"a session name ({name}) only goes with --resume: agent chat --resume {name}"
+            )
+        code = _chat(terminal, model, host, config, think, resume, name)
+    raise typer.Exit(code)
+
+
+def _chat(
+    terminal: Terminal,
+    model: str | None,
+    host: str | None,
+    config_path: str | None,
+    think: bool | None,
+    resume: bool,
+    name: str | None,
+) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from cli.config import data_dir, state_dir
+    from cli.sessions import SessionStore
+    from cli.ui.approve import ChatApprover
+    from cli.ui.keys import PromptKeys
+    from cli.ui.render import ChatRenderer
+    from cli.ui.repl import ChatSession
+    from cli.wiring import Choices, build_agent, load
+
+    choices = Choices(model, host, config_path, think)
+    config = load(choices, terminal.environ)
+    console = Console(file=terminal.stdout, highlight=False)
+    approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd)
+    agent = build_agent(
+        choices,
+        config,
+        environ=terminal.environ,
+        cwd=terminal.cwd,
+        home=terminal.home,
+        approver=lambda _policy: approver,
+    )
+    info = agent.model_info()  # fails here, with exit 1, if the server or model is missing
+    settings = agent.settings
+    console.print(
+        f"[bold]metona-agent[/] · {escape(settings.model)} · {escape(agent.backend.host)} · "
+        f"{escape(agent.policy.cwd)} · tools {'on' if agent.tools_on() else 'off'} · "
+        f"think {'on' if settings.think and info.supports_thinking else 'off'}",
+        highlight=False,
+    )
+    console.print("[dim]/help for commands and keys · Ctrl-D quits[/]")
+    renderer = ChatRenderer(console, cwd=agent.policy.cwd, show_thinking=settings.think)
+    store = SessionStore(data_dir(terminal.environ) / "sessions")
+    session = ChatSession(
+        agent,
+        console,
+        renderer,
+        approver,
+        store,
+        history_file=state_dir(terminal.environ) / "history",
+    )
+    if resume:
+        session.load(name)
+    return session.run()
+
+
 def read_prompt(prompt: str, stdin: TextIO, max_bytes: int) -> str:
     """The prompt, with piped stdin appended; `-` reads the whole prompt from stdin."""
     if prompt == "-":

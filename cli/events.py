@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cli.messages import Stats, ToolCall
@@ -47,6 +47,8 @@ class ToolDecided:
     allowed: bool
     approved_by: str
     reason: str  # why it was denied, or why it was asked
+    arguments: Mapping[str, Any] = field(default_factory=dict)  # as checked by the schema
+    stop_turn: bool = False  # the user answered "stop this turn"
 
 
 @dataclass(frozen=True)

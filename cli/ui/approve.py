@@ -1,0 +1,379 @@
+"""The confirmation `agent chat` asks when the policy says "ask": a card that shows exactly what
+the call will do, then one key — y yes, n no (with an optional reason), a yes for the rest of
+the session, q stop this turn.
+
+Everything the model wrote (paths, contents, commands, link targets read from disk) goes
+through `sanitize` and into rich `Text` objects, never into markup strings: a `\\r`, an ANSI
+sequence or a `[bold]` must not change what the user sees. What is cut is always counted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from cli.approval import Approval, ApprovalRequest
+from cli.messages import ToolCall
+from cli.paths import ResolvedPath, display_path
+from cli.tools import fsops
+from cli.tools.base import ToolError
+from cli.ui.keys import KeyReader
+from cli.ui.text import call_summary, sanitize, shorten
+
+# Each delete and each command is looked at on its own: never "yes to all" for these.
+NEVER_ALWAYS = frozenset({"delete_file", "run_command"})
+PREVIEW_LINES = 20  # first lines of a new file
+DIFF_LINES = 80  # diff lines shown before cutting
+TREE_ENTRIES = 30  # entries of a recursive delete shown before cutting
+LINE_CHARS = 400  # one shown line of content; longer ones say how much is cut
+MAX_DIFF_BYTES = 1024 * 1024  # read at most this much of the old file; diff at most this much
+WAITING = "bold orange1"
+
+
+class ChatApprover:
+    """Asks on the chat terminal; remembers "a" answers per tool until `forget`."""
+
+    def __init__(self, console: Console, keys: KeyReader, *, cwd: str) -> None:
+        self.console = console
+        self.keys = keys
+        self.cwd = os.path.realpath(cwd)  # the policy's paths are real paths too
+        self.always: set[str] = set()
+
+    def forget(self) -> None:
+        self.always.clear()
+
+    def __call__(self, request: ApprovalRequest) -> Approval:
+        name = request.call.name
+        # An "a" covers the tool's ordinary asks only: a read outside the allowed dirs asks
+        # every time, and deletes and commands are never covered.
+        session_ok = name not in NEVER_ALWAYS and not request.decision.outside_allowed
+        if session_ok and name in self.always:
+            return Approval(True, by="session")
+        self.console.print(card(request, self.cwd))
+        choices = "yn" + ("a" if session_ok else "") + "q"
+        key = self.keys.read_key(question(name, choices), choices)
+        return self._answer(name, key if key in choices else "n")
+
+    def _answer(self, name: str, key: str) -> Approval:
+        if key == "y":
+            self.console.print(Text("✔ approved", "green"))
+            return Approval(True, by="user")
+        if key == "a":
+            self.always.add(name)
+            note = f"✔ approved; {name} runs without asking for the rest of this session"
+            self.console.print(Text(note, "green"))
+            return Approval(True, by="user")
+        if key == "q":
+            self.console.print(Text("⏹ stopped this turn", "grey50"))
+            return Approval(False, by="user", reason="the user stopped this turn", stop_turn=True)
+        reason = self.keys.read_line("reason (optional): ").strip()
+        self.console.print(Text("✖ declined" + (f": {sanitize(reason)}" if reason else ""), "red"))
+        return Approval(
+            False,
+            by="user",
+            reason=f"the user declined: {reason}" if reason else "the user declined",
+        )
+
+
+def question(tool: str, choices: str) -> str:
+    """The one-line question under the card, listing only the keys that are offered."""
+    labels = {
+        "y": "[y] yes",
+        "n": "[n] no",
+        "a": f"[a] yes to every {sanitize(tool)} this session",
+        "q": "[q] stop this turn",
+    }
+    return "allow?  " + "  ".join(labels[c] for c in choices) + "  "
+
+
+def card(request: ApprovalRequest, cwd: str) -> Text:
+    """The header (waiting state) and the body: what the call will do."""
+    name = request.call.name
+    summary = call_summary(ToolCall(name, request.arguments))
+    header = Text(f"⏳ {sanitize(name)} {summary} — waiting for confirmation", WAITING)
+    body, shown = describe(request, cwd)
+    rest = {k: v for k, v in request.arguments.items() if k not in shown}
+    why = Text.assemble(("  why: ", "dim"), sanitize(request.decision.reason))
+    return Text("\n").join([header, *body, *arguments(rest), why])
+
+
+def describe(request: ApprovalRequest, cwd: str) -> tuple[list[Text], set[str]]:
+    """The lines for this kind of call, and which arguments they already show."""
+    name, paths = request.call.name, request.decision.paths
+    args = request.arguments
+    if name == "write_file" and "path" in paths:
+        return _write(paths["path"], str(args.get("content", "")), cwd), {"path", "content"}
+    if name == "delete_file" and "path" in paths:
+        return _delete(paths["path"], bool(args.get("recursive")), cwd), {"path", "recursive"}
+    if name == "create_directory" and "path" in paths:
+        return _create(paths["path"], cwd), {"path"}
+    if name == "run_command":
+        where = paths["cwd"].real if "cwd" in paths else cwd
+        return _command(str(args.get("command", "")), where, cwd), {"command", "cwd"}
+    # Reads (inside or outside the allowed dirs) and anything else: the resolved paths here,
+    # every other argument as it came.
+    return [_path_line(t, t.real, cwd) for t in paths.values()], set(paths)
+
+
+def arguments(args: Mapping[str, Any]) -> list[Text]:
+    """Every argument, sanitised; long text as its first lines, with a count of the rest."""
+    lines: list[Text] = []
+    for key, value in args.items():
+        label = f"  {sanitize(str(key))}: "
+        if isinstance(value, str) and ("\n" in value or len(value) > LINE_CHARS):
+            size = fsops.human_size(len(value.encode("utf-8", "replace")))
+            lines.append(Text(f"{label}{size}, {len(_rows(value))} lines"))
+            lines += _numbered(value)
+        else:
+            text = value if isinstance(value, str) else repr(value)
+            lines.append(Text(label + sanitize(shorten(text, LINE_CHARS))))
+    return lines
+
+
+# -- what each tool will do ------------------------------------------------------------------
+
+
+def _path_line(target: ResolvedPath, path: str, cwd: str) -> Text:
+    """The path that will be used; and what the model wrote, when that reads differently."""
+    shown = sanitize(_where(path, cwd))
+    line = Text.assemble("  path: ", (shown, "bold"))
+    if sanitize(target.given) != shown:
+        line.append(f"  (the model wrote {sanitize(target.given)})", "dim")
+    return line
+
+
+def _where(path: str, cwd: str) -> str:
+    return f"{path} (the working directory)" if path == cwd else display_path(path, cwd)
+
+
+def _write(target: ResolvedPath, content: str, cwd: str) -> list[Text]:
+    path = target.real  # what write_file writes: symlinks resolved
+    lines = [_path_line(target, path, cwd)]
+    new_size = fsops.human_size(len(content.encode("utf-8", "replace")))
+    if not os.path.lexists(path):
+        lines.append(Text(f"  new file, {new_size}, {len(_rows(content))} lines"))
+        lines += _missing_parents(path, cwd)
+        return lines + _numbered(content, PREVIEW_LINES)
+    if os.path.isdir(path):
+        return [*lines, Text("  it is a directory: the write will fail", "yellow")]
+    old, problem = _read_text(path, display_path(path, cwd))
+    if old is None:
+        lines.append(Text(f"  replaces the existing file: {problem}", "yellow"))
+        lines.append(Text(f"  new content, {new_size}, {len(_rows(content))} lines:"))
+        return lines + _numbered(content, PREVIEW_LINES)
+    old_size = fsops.human_size(len(old.encode("utf-8")))
+    lines.append(Text(f"  replaces the existing file: {old_size} → {new_size}"))
+    if old == content:
+        return [*lines, Text("  no change: the file already holds exactly this content")]
+    if len(content.encode("utf-8", "replace")) > MAX_DIFF_BYTES:
+        lines.append(Text("  the new content is too large to diff; its first lines:", "yellow"))
+        return lines + _numbered(content, PREVIEW_LINES)
+    return lines + _diff(old, content)
+
+
+def _read_text(path: str, shown: str) -> tuple[str | None, str]:
+    """The current content as text, or None and why it cannot be shown."""
+    try:
+        data = fsops.read_regular(path, shown, MAX_DIFF_BYTES).data
+    except ToolError as exc:
+        return None, sanitize(str(exc)) + "; no diff shown"
+    if fsops.is_binary(data):
+        return None, f"it is a binary file ({fsops.human_size(len(data))}); no diff shown"
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        return None, "it is not UTF-8 text; no diff shown"
+
+
+def _diff(old: str, new: str) -> list[Text]:
+    # [2:] drops the ---/+++ file headers: the path is on the card already.
+    diff = list(difflib.unified_diff(_keep_ends(old), _keep_ends(new), lineterm=""))[2:]
+    added = sum(1 for d in diff if d.startswith("+"))
+    removed = sum(1 for d in diff if d.startswith("-"))
+    lines = [Text(f"  diff: +{added} −{removed} lines")]
+    for entry in diff[:DIFF_LINES]:
+        lines += _diff_line(entry)
+    if len(diff) > DIFF_LINES:
+        lines.append(Text(f"  … {len(diff) - DIFF_LINES} more diff lines not shown", "dim"))
+    return lines
+
+
+def _diff_line(entry: str) -> list[Text]:
+    style = {"+": "green", "-": "red", "@": "cyan"}.get(entry[:1], "")
+    text = entry.removesuffix("\n")
+    line = Text("  " + sanitize(shorten(text, LINE_CHARS), multiline=True), style)
+    if entry.startswith("@") or entry.endswith("\n"):
+        return [line]
+    return [line, Text("  \\ no newline at end of file", "dim")]
+
+
+def _missing_parents(path: str, cwd: str) -> list[Text]:
+    parent = os.path.dirname(path)
+    if os.path.lexists(parent):
+        return []
+    return [Text(f"  also creates the directory {sanitize(display_path(parent, cwd))}")]
+
+
+def _delete(target: ResolvedPath, recursive: bool, cwd: str) -> list[Text]:
+    path = target.entry  # what delete_file removes: the entry itself, a link not followed
+    lines = [_path_line(target, path, cwd)]
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        return [*lines, Text(f"  cannot be looked at ({exc.strerror}); the delete will fail")]
+    mode = info.st_mode
+    if stat.S_ISLNK(mode):
+        return [*lines, _link_line("  a symlink", path, "only the link is removed, not its target")]
+    if stat.S_ISREG(mode):
+        lines.append(Text(f"  a file, {fsops.human_size(info.st_size)}"))
+        if info.st_nlink > 1:
+            lines.append(Text(f"  it has {info.st_nlink - 1} other hard link(s); they stay"))
+        return lines
+    if not stat.S_ISDIR(mode):
+        return [*lines, Text(f"  {fsops.describe_kind(mode)}")]
+    if recursive:
+        return lines + _tree(path)
+    entries = _entries(path)
+    if entries is None:
+        return [*lines, Text("  a directory that cannot be listed", "yellow")]
+    if not entries:
+        return [*lines, Text("  an empty directory")]
+    return [*lines, Text("  a directory that is not empty: without recursive the delete fails")]
+
+
+def _link_line(prefix: str, path: str, note: str) -> Text:
+    try:
+        target = sanitize(os.readlink(path))
+    except OSError as exc:
+        target = f"(unreadable: {exc.strerror})"
+    return Text.assemble(prefix, " → ", (target, "bold"), (f" ({note})", "dim"))
+
+
+def _tree(root: str) -> list[Text]:
+    """What a recursive delete removes: the first entries as an indented tree, then counts."""
+    lines = [Text("  a directory, deleted with everything in it:")]
+    counts = {"file": 0, "dir": 1, "link": 0}  # the directory itself counts, as in the result
+    top = _entries(root)
+    if top is None:
+        lines.append(Text("    (its entries cannot be listed)", "yellow"))
+    unlisted = seen = 0
+    for depth, entry, kind, listed in _walk(top or []):
+        counts[kind] += 1
+        unlisted += not listed
+        seen += 1
+        if seen <= TREE_ENTRIES:
+            lines.append(_tree_line(depth, entry, kind, listed))
+    if seen > TREE_ENTRIES:
+        lines.append(Text(f"  … {seen - TREE_ENTRIES} more entries not shown", "dim"))
+    total = f"  in all: {_count(counts['file'], 'file')}, "
+    total += f"{_count(counts['dir'], 'directory', 'directories')} (counting itself)"
+    lines.append(Text(total, "bold"))
+    if counts["link"]:
+        links = f"  and {_count(counts['link'], 'symlink')}: only the links go, not their targets"
+        lines.append(Text(links, "bold"))
+    if unlisted:
+        note = f"  {_count(unlisted, 'directory', 'directories')} could not be listed: not counted"
+        lines.append(Text(note, "yellow"))
+    return lines
+
+
+def _tree_line(depth: int, entry: os.DirEntry[str], kind: str, listed: bool) -> Text:
+    indent = "  " + "  " * depth
+    name = sanitize(entry.name)
+    if kind == "link":
+        return _link_line(indent + name, entry.path, "symlink, not followed")
+    if kind == "dir":
+        return Text(indent + name + "/" + ("" if listed else "  (cannot be listed)"))
+    return Text(indent + name)
+
+
+def _walk(top: list[os.DirEntry[str]]) -> Iterator[tuple[int, os.DirEntry[str], str, bool]]:
+    """Every entry from `top` down, depth first in name order, with its kind ("file", "dir",
+    "link") and whether it could be listed; symlinks are never followed."""
+    stack = [iter(top)]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
+        kind = _kind(entry)
+        children = _entries(entry.path) if kind == "dir" else []
+        yield len(stack), entry, kind, children is not None
+        if children:
+            stack.append(iter(children))
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    try:
+        if entry.is_symlink():
+            return "link"
+        return "dir" if entry.is_dir(follow_symlinks=False) else "file"
+    except OSError:
+        return "file"
+
+
+def _entries(path: str) -> list[os.DirEntry[str]] | None:
+    """The directory's entries in name order, or None when it cannot be listed."""
+    try:
+        with os.scandir(path) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError:
+        return None
+
+
+def _create(target: ResolvedPath, cwd: str) -> list[Text]:
+    lines = [_path_line(target, target.real, cwd)]
+    if os.path.isdir(target.real):
+        lines.append(Text("  already exists: nothing changes"))
+    elif os.path.lexists(target.real):
+        lines.append(Text("  exists and is not a directory: this will fail", "yellow"))
+    return lines
+
+
+def _command(command: str, where: str, cwd: str) -> list[Text]:
+    lines = [Text("  command:")]
+    for row in command.split("\n"):
+        lines.append(Text.assemble(("  │ ", "dim"), (sanitize(row, multiline=True), "bold")))
+    lines.append(Text.assemble("  in: ", (sanitize(_where(where, cwd)), "bold")))
+    return lines
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _rows(text: str) -> list[str]:
+    """The lines of `text`, a final newline not counting as an empty last line."""
+    return [row.removesuffix("\n") for row in _keep_ends(text)]
+
+
+def _keep_ends(text: str) -> list[str]:
+    """Lines with their "\\n" kept, for difflib; only "\\n" splits (a "\\r" stays visible)."""
+    rows = [row + "\n" for row in text.split("\n")]
+    rows[-1] = rows[-1].removesuffix("\n")
+    return rows if rows[-1] else rows[:-1]
+
+
+def _numbered(text: str, limit: int = PREVIEW_LINES) -> list[Text]:
+    rows = _rows(text)
+    if not rows:
+        return [Text("  (empty)", "dim")]
+    width = len(str(min(len(rows), limit)))
+    lines = [
+        Text.assemble(
+            (f"  {n:>{width}} │ ", "dim"), sanitize(shorten(row, LINE_CHARS), multiline=True)
+        )
+        for n, row in enumerate(rows[:limit], 1)
+    ]
+    if len(rows) > limit:
+        lines.append(Text(f"  … {len(rows) - limit} more lines not shown", "dim"))
+    return lines
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -1,0 +1,115 @@
+"""The chat input line: prompt-toolkit with persistent history, multi-line input and Tab
+completion of slash commands and `@paths`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.output import Output
+
+BLOCK = '"""'
+
+
+def open_block(text: str) -> bool:
+    """True while a `\"\"\"` block (as in `ollama run`) is still open: Enter adds a line."""
+    return text.lstrip().startswith(BLOCK) and text.count(BLOCK) % 2 == 1
+
+
+def strip_block(text: str) -> str:
+    """The text of a `\"\"\"` … `\"\"\"` block without its delimiters."""
+    stripped = text.strip()
+    if stripped.startswith(BLOCK) and stripped.endswith(BLOCK) and len(stripped) >= 6:
+        return stripped[3:-3].strip("\n")
+    return text
+
+
+class ChatCompleter(Completer):
+    """Slash commands at the start of the line, their arguments (models, sessions), and
+    paths after `@` anywhere."""
+
+    def __init__(
+        self,
+        commands: Iterable[str],
+        cwd: str,
+        arguments: Callable[[str], Iterable[str]] = lambda _command: (),
+    ) -> None:
+        self.commands = sorted(commands)
+        self.arguments = arguments
+        self.paths = PathCompleter(expanduser=True, get_paths=lambda: [cwd])
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if text.startswith("/"):
+            command, space, argument = text.partition(" ")
+            if not space:
+                for name in self.commands:
+                    if name.startswith(command):
+                        yield Completion(name, start_position=-len(command))
+                return
+            for choice in self.arguments(command):
+                if choice.startswith(argument):
+                    yield Completion(choice, start_position=-len(argument))
+            return
+        word = text.split()[-1] if text and not text[-1].isspace() else ""
+        if word.startswith("@"):
+            inner = Document(word[1:], len(word) - 1)
+            yield from self.paths.get_completions(inner, complete_event)
+
+
+def key_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")  # Esc-Enter; terminals send Alt-Enter as the same keys
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @bindings.add("enter")
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if open_block(buffer.text):
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    return bindings
+
+
+def history_at(path: Path | None) -> History:
+    """A history file that survives sessions; in memory when it cannot be written."""
+    if path is None:
+        return InMemoryHistory()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+        os.chmod(path, 0o600)  # what people type may be private
+    except OSError:
+        return InMemoryHistory()
+    return FileHistory(str(path))
+
+
+def make_prompt(
+    completer: Completer,
+    history: History,
+    *,
+    input: Input | None = None,
+    output: Output | None = None,
+) -> PromptSession[str]:
+    return PromptSession(
+        history=history,
+        completer=completer,
+        key_bindings=key_bindings(),
+        complete_while_typing=False,  # Tab completes; typing never pops menus up
+        input=input,
+        output=output,
+        enable_history_search=False,
+    )

@@ -1,0 +1,682 @@
+"""`agent chat`'s consumer of loop events: the answer streamed as Markdown, thinking dimmed,
+a card per tool call (seed §9) and a stats line per answer.
+
+Everything the model wrote goes through `sanitize` and is shown as `Text` or Markdown, never
+as rich markup, so a path like `[bold]x` prints as written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rich.console import Console, ConsoleOptions, Group, NewLine, RenderableType, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.padding import Padding
+from rich.segment import Segment, Segments
+from rich.spinner import Spinner
+from rich.syntax import Syntax
+from rich.text import Text
+
+from cli.events import (
+    ContentDelta,
+    Event,
+    Finished,
+    Notice,
+    StepFinished,
+    ThinkingDelta,
+    ToolCallProposed,
+    ToolDecided,
+    ToolResult,
+)
+from cli.messages import Stats, ToolCall
+from cli.paths import display_path
+from cli.tools.fsops import human_size
+from cli.ui.text import call_summary, result_summary, sanitize, shorten
+
+CODE_THEME = "monokai"
+FOLD_LINES = 8  # preview lines shown before "… N more lines"
+TAIL_LINES = 40  # complete lines the live tail may hold before they are printed for good
+TAIL_CHARS = 4000  # the same bound in characters, for answers written as very long lines
+
+T = TypeVar("T")
+
+
+def _live_capable(console: Console) -> bool:
+    """Live displays only on a real, interactive terminal: elsewhere (a file, a pipe, a
+    test's StringIO) each refresh would be written out as one more copy."""
+    return console.is_terminal and console.is_interactive and not console.is_dumb_terminal
+
+
+# -- the streamed answer -------------------------------------------------------------------
+
+_BACKTICK_FENCE = re.compile(r"^(\s*)(`{3,})([^`]*)$")
+_TILDE_FENCE = re.compile(r"^(\s*)(~{3,})(.*)$")
+_HEADING = re.compile(r"^ {0,3}#{1,6}(\s|$)")
+_LIST_ITEM = re.compile(r"^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:\s|$)")
+# A list item's start, or the start of a line that may still become one ("1", "12.", "-").
+_MAYBE_LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,9}[.)])(?:\s|$)|^\d{1,9}[.)]?$")
+
+
+@dataclass(frozen=True)
+class _Fence:
+    """An open fenced code block."""
+
+    marker: str  # "`" or "~"
+    length: int
+    indent: int
+    lexer: Any  # a pygments Lexer, resolved once per block
+
+    def closes(self, line: str) -> bool:
+        bare = line.strip()
+        return len(bare) >= self.length and set(bare) == {self.marker}
+
+    def dedent(self, line: str) -> str:
+        spaces = len(line) - len(line.lstrip(" "))
+        return line[min(spaces, self.indent) :]
+
+
+class _LastRows:
+    """The last `rows` rows of a renderable: a live region taller than the screen cannot be
+    erased, and its end is what the reader is waiting for."""
+
+    def __init__(self, renderable: RenderableType, rows: int) -> None:
+        self.renderable = renderable
+        self.rows = rows
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.renderable, options, pad=False)
+        for line in lines[-self.rows :]:
+            yield from line
+            yield Segment.line()
+
+
+class MarkdownStream:
+    """Renders streamed Markdown at a cost per chunk that does not grow with the answer.
+
+    Finished blocks are printed once, for good: a prose block when a blank line (outside a
+    code fence) is followed by an unindented line, a heading at its end of line, and each
+    line of a fenced code block as soon as it is complete. Only the unfinished tail (at
+    most TAIL_LINES lines) is shown live, in a transient `Live` that `finish` replaces with
+    the tail printed for good. Where no live display is possible only finished blocks are
+    printed, so the captured output holds the answer once.
+    """
+
+    def __init__(self, console: Console, *, code_theme: str = CODE_THEME) -> None:
+        self.console = console
+        self._live_ok = _live_capable(console)
+        self._code_theme = code_theme
+        self._theme = Syntax.get_theme(code_theme)
+        self._live: Live | None = None
+        self._block: list[str] = []  # complete lines of the unfinished prose block
+        self._block_chars = 0
+        self._partial = ""  # the line being written
+        self._fence: _Fence | None = None
+        self._after_blank = False  # the block ends with a blank line
+        self._printed = False  # a block is out: the next one needs a blank line first
+        self._out: list[RenderableType] = []  # finished by the current chunk
+
+    @property
+    def active(self) -> bool:
+        """Something arrived since the last `finish`."""
+        return bool(self._printed or self._block or self._partial or self._fence)
+
+    def feed(self, text: str) -> None:
+        lines = text.split("\n")
+        if len(lines) == 1:
+            self._partial += text
+        else:
+            lines[0] = self._partial + lines[0]
+            self._partial = lines.pop()
+            for line in lines:
+                self._add_line(sanitize(line.removesuffix("\r"), multiline=True))
+        if self._starts_new_block(self._partial):
+            self._flush_block()
+        self._show()
+
+    def finish(self) -> None:
+        """The message is over: print the tail for good and start afresh."""
+        self.close()
+        if self._partial:
+            partial, self._partial = self._partial, ""
+            self._add_line(sanitize(partial.removesuffix("\r"), multiline=True))
+        self._flush_block()
+        if self._fence is not None:
+            self._out.append(self._code_padding())
+            self._fence = None
+        self._print_out()
+        self._printed = False
+
+    def close(self) -> None:
+        """Stop the live tail without printing; what it held is kept for `finish`."""
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+
+    # -- blocks ----------------------------------------------------------------------------
+
+    def _add_line(self, line: str) -> None:
+        if self._fence is not None:
+            self._add_code_line(line)
+            return
+        opening = _BACKTICK_FENCE.match(line) or _TILDE_FENCE.match(line)
+        if opening:
+            self._flush_block()
+            self._open_fence(opening)
+            return
+        if not line.strip():
+            if self._block:  # blank lines between blocks are the gap we print anyway
+                self._block.append(line)
+                self._after_blank = True
+            return
+        if self._starts_new_block(line):
+            self._flush_block()
+        self._block.append(line)
+        self._block_chars += len(line)
+        self._after_blank = False
+        too_long = len(self._block) >= TAIL_LINES or self._block_chars >= TAIL_CHARS
+        if too_long or _HEADING.match(line):
+            self._flush_block()
+
+    def _starts_new_block(self, line: str) -> bool:
+        """After a blank line an unindented line starts a new block. An indented one may
+        still belong to a list item, and an item after a list may continue a loose list, so
+        for those the block waits (rendered apart, each item would be a list of its own)."""
+        if self._fence is not None or not self._after_blank or line[:1] in ("", " ", "\t"):
+            return False
+        in_list = bool(self._block) and _LIST_ITEM.match(self._block[0]) is not None
+        return not (in_list and _MAYBE_LIST_ITEM.match(line))
+
+    def _flush_block(self) -> None:
+        self._after_blank = False
+        while self._block and not self._block[-1].strip():
+            self._block.pop()
+        if self._block:
+            self._emit(self._rendered("\n".join(self._block)))
+        self._block, self._block_chars = [], 0
+
+    def _rendered(self, source: str) -> Segments:
+        """The block rendered once, without the blank line rich puts before a list, a quote
+        or a table even when it comes first: `_emit` spaces every block the same way."""
+        markdown = Markdown(source, code_theme=self._code_theme)
+        lines = self.console.render_lines(markdown, self.console.options, pad=False)
+        while lines and not any(segment.text for segment in lines[0]):
+            lines.pop(0)
+        return Segments(segment for line in lines for segment in (*line, Segment.line()))
+
+    def _open_fence(self, opening: re.Match[str]) -> None:
+        indent, marker, info = opening.groups()
+        name = info.strip().split(" ")[0] or "text"
+        lexer = Syntax("", name).lexer or Syntax("", "text").lexer
+        self._fence = _Fence(marker[0], len(marker), len(indent), lexer)
+        self._emit(self._code_padding())
+
+    def _add_code_line(self, line: str) -> None:
+        assert self._fence is not None
+        if self._fence.closes(line):
+            self._out.append(self._code_padding())
+            self._fence = None
+            return
+        self._out.append(self._code(self._fence.dedent(line)))
+
+    def _code(self, line: str) -> Syntax:
+        assert self._fence is not None
+        return Syntax(line, self._fence.lexer, theme=self._theme, word_wrap=True, padding=(0, 1))
+
+    def _code_padding(self) -> RenderableType:
+        """A blank line in the code background, as rich's Markdown pads a code block."""
+        return Padding(Text(""), 0, style=self._theme.get_background_style(), expand=True)
+
+    def _emit(self, renderable: RenderableType) -> None:
+        if self._printed or self._out:
+            self._out.append(NewLine())
+        self._out.append(renderable)
+
+    # -- output ----------------------------------------------------------------------------
+
+    def _show(self) -> None:
+        """One render per chunk: the blocks this chunk finished, then the live tail."""
+        if not self._live_ok:
+            self._print_out()
+            return
+        tail = self._tail()
+        if self._live is None:
+            self._print_out()
+            if tail is not None:
+                self._live = Live(
+                    tail,
+                    console=self.console,
+                    auto_refresh=False,
+                    transient=True,
+                    redirect_stdout=False,
+                    redirect_stderr=False,
+                )
+                self._live.start(refresh=True)
+            return
+        self._live.update(tail or "", refresh=not self._out)
+        self._print_out()  # while live, rich prints above the tail and redraws it once
+
+    def _print_out(self) -> None:
+        if self._out:
+            self.console.print(Group(*self._out))
+            self._out = []
+            self._printed = True
+
+    def _tail(self) -> RenderableType | None:
+        """The unfinished part, bounded in lines and characters whatever came before."""
+        partial = self._partial
+        if len(partial) > TAIL_CHARS:
+            partial = "…" + partial[-TAIL_CHARS:]
+        partial = sanitize(partial, multiline=True)
+        if self._fence is not None:
+            return self._code(self._fence.dedent(partial)) if partial else None
+        if not partial.strip() and not self._block:
+            return None
+        text = "\n".join([*self._block, partial])
+        rows = max(3, self.console.height - 2)
+        return _LastRows(Markdown(text, code_theme=self._code_theme), rows)
+
+
+# -- tool cards ----------------------------------------------------------------------------
+
+# status → (icon, colour, word). "running" shows a spinner in place of its icon.
+_STATUS: Mapping[str, tuple[str, str, str]] = {
+    "waiting": ("⏳", "orange1", "waiting for confirmation"),
+    "running": ("", "blue", "running"),
+    "done": ("✅", "green", "done"),
+    "failed": ("❌", "red", "failed"),
+    "cancelled": ("🚫", "grey50", "cancelled"),
+}
+_TOOL_ICONS: Mapping[str, str] = {
+    "read_file": "📄",
+    "write_file": "📝",
+    "list_directory": "📁",
+    "search_files": "🔍",
+    "create_directory": "📂",
+    "delete_file": "🧹",
+    "run_command": "💻",
+}
+_APPROVED_BY: Mapping[str, str] = {
+    "policy": "allowed by policy",
+    "user": "approved by you",
+    "--yes": "approved by --yes",
+    "session": "approved for this session",
+}
+
+
+def card_title(call: ToolCall, status: str, detail: str = "") -> Text:
+    """`✅ 📄 read_file notes.txt · done · allowed by policy`: one line, in the status's
+    colour; `status` is waiting, running, done, failed or cancelled."""
+    icon, colour, word = _STATUS[status]
+    title = Text(f"{icon} " if icon else "")
+    title.append(f"{_TOOL_ICONS.get(call.name, '🔧')} ")
+    title.append(sanitize(call.name) or "?", style=f"bold {colour}")
+    summary = call_summary(call)
+    if summary:
+        title.append(f" {summary}")
+    title.append(f" · {word}", style=colour)
+    if detail:
+        title.append(f" · {detail}", style="dim")
+    return title
+
+
+def tool_card(event: ToolResult, cwd: str) -> Group:
+    """The final card of a call: its title and a short preview of the result."""
+    decided, result = event.decision, event.result
+    if not decided.allowed:
+        blocked = "blocked by policy" if decided.decision.action == "deny" else "not approved"
+        reason = Text(sanitize(shorten(decided.reason, 300)), style="grey50")
+        return Group(card_title(event.call, "cancelled", blocked), _indent(reason))
+    status = "done" if result.get("success") else "failed"
+    detail = " · ".join(
+        part
+        for part in (_APPROVED_BY.get(decided.approved_by, ""), _duration(event.duration))
+        if part
+    )
+    lines = _PREVIEWS.get(event.call.name, _no_preview)(result, cwd)
+    if status == "failed" and _shows_error(event.call.name, result):
+        lines.append(Text(sanitize(shorten(str(result.get("error", "failed")), 300)), style="red"))
+    if result.get("note"):
+        lines.append(Text(sanitize(shorten(str(result["note"]), 300)), style="dim"))
+    return Group(card_title(event.call, status, detail), *(_indent(line) for line in lines))
+
+
+def _shows_error(name: str, result: Mapping[str, Any]) -> bool:
+    """A command's non-zero exit is already in its footer; every other failure says why."""
+    return name != "run_command" or "exitCode" not in result or bool(result.get("timedOut"))
+
+
+def _indent(line: Text) -> Text:
+    """Under the title, one screen row per line: long lines end in an ellipsis."""
+    return Text.assemble("   ", line, no_wrap=True, overflow="ellipsis")
+
+
+def _fold(items: Sequence[T], show: Callable[[T], Text], limit: int = FOLD_LINES) -> list[Text]:
+    """The first `limit` items, then how many are not shown."""
+    if len(items) <= limit + 1:  # a "1 more line" note would take the same room
+        return [show(item) for item in items]
+    hidden = len(items) - limit
+    more = Text(f"… {hidden} more line{'s' if hidden != 1 else ''}", style="dim")
+    return [*(show(item) for item in items[:limit]), more]
+
+
+def _text_lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def _no_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    return []
+
+
+def _read_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if not result.get("success"):
+        return []
+    size = human_size(int(result.get("size") or 0))
+    if result.get("lines") is None:
+        return [Text(f"{size} · binary, read as base64", style="dim")]
+    lines = _text_lines(str(result.get("content", "")))
+    first, last = result.get("line_range") or (1, len(lines))
+    width = len(str(max(int(first), 1) + len(lines)))
+
+    def numbered(item: tuple[int, str]) -> Text:
+        number, line = item
+        return Text.assemble((f"{number:>{width}} │ ", "dim"), sanitize(line, multiline=True))
+
+    body = _fold(list(enumerate(lines, start=max(int(first), 1))), numbered)
+    footer = f"{size} · {result.get('lines')} lines · {result.get('encoding', 'utf-8')}"
+    if result.get("truncated"):
+        footer += f" · showing lines {first}-{last}"
+    return [*body, Text(footer, style="dim")]
+
+
+def _search_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if not result.get("success"):
+        return []
+    hits: list[tuple[str, Any]] = []
+    for found in result.get("results", []):
+        path = sanitize(str(found.get("path", "")))
+        matches = found.get("matches") or []
+        hits += [(path, m) for m in matches] if matches else [(path, None)]
+
+    def hit(item: tuple[str, Any]) -> Text:
+        path, match = item
+        if match is None:
+            return Text.assemble((path, "cyan"), ("  (name matches)", "dim"))
+        return Text.assemble(
+            (path, "cyan"), (f":{match.get('line')}", "dim"), "  ", sanitize(str(match.get("text")))
+        )
+
+    return [*_fold(hits, hit), Text(result_summary("search_files", result), style="dim")]
+
+
+def _list_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if not result.get("success"):
+        return []
+
+    def entry(item: Mapping[str, Any]) -> Text:
+        name, kind = sanitize(str(item.get("name", ""))), item.get("type")
+        if kind == "directory":
+            return Text(f"{name}/", style="bold blue")
+        if kind == "symlink":
+            return Text.assemble((name, "cyan"), " -> ", sanitize(str(item.get("target", "?"))))
+        size = item.get("size")
+        return Text.assemble(
+            name, (f"  {human_size(int(size))}", "dim") if size is not None else ""
+        )
+
+    entries = list(result.get("entries", []))
+    return [*_fold(entries, entry), Text(result_summary("list_directory", result), style="dim")]
+
+
+def _command_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if "exitCode" not in result:
+        return []  # it never started: the error says why
+    lines = [(line, "") for line in _text_lines(str(result.get("stdout") or ""))]
+    lines += [(line, "red") for line in _text_lines(str(result.get("stderr") or ""))]
+
+    def output(item: tuple[str, str]) -> Text:
+        return Text(sanitize(item[0], multiline=True), style=item[1])
+
+    body = _fold(lines, output) if lines else [Text("(no output)", style="dim")]
+    footer = f"exit {result.get('exitCode')} · {result.get('duration', 0)} ms"
+    return [*body, Text(footer, style="dim")]
+
+
+def _write_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if not result.get("success"):
+        return []
+    verb = "created" if result.get("created") else "overwrote"
+    size = human_size(int(result.get("bytesWritten") or 0))
+    return [_changed(verb, result, cwd, size)]
+
+
+def _delete_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if not result.get("success"):
+        return []
+    removed = result.get("removed")
+    counts = ""
+    if isinstance(removed, Mapping):
+        counts = f"{removed.get('files', 0)} files, {removed.get('directories', 0)} directories"
+    return [_changed("deleted", result, cwd, counts)]
+
+
+def _mkdir_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if not result.get("success"):
+        return []
+    return [_changed("created" if result.get("created") else "already existed", result, cwd)]
+
+
+def _changed(verb: str, result: Mapping[str, Any], cwd: str, extra: str = "") -> Text:
+    """What was done and where: the resolved path, which may differ from what the model
+    wrote (`~`, `..`, a symlink)."""
+    line = Text(verb, style="green")
+    if result.get("path"):
+        line.append(f" {sanitize(display_path(str(result['path']), cwd))}")
+    if extra:
+        line.append(f" · {extra}", style="dim")
+    return line
+
+
+_PREVIEWS: Mapping[str, Callable[[Mapping[str, Any], str], list[Text]]] = {
+    "read_file": _read_preview,
+    "search_files": _search_preview,
+    "list_directory": _list_preview,
+    "run_command": _command_preview,
+    "write_file": _write_preview,
+    "delete_file": _delete_preview,
+    "create_directory": _mkdir_preview,
+}
+
+
+def stats_line(stats: Stats, wall_time: float, tool_calls: int) -> Text:
+    """`142 tokens · 38.2 tok/s · 4.1 s · 2 tool calls`."""
+    parts = [f"{stats.eval_count} tokens"]
+    if stats.tokens_per_second:
+        parts.append(f"{stats.tokens_per_second:.1f} tok/s")
+    parts.append(f"{wall_time:.1f} s")
+    if tool_calls:
+        parts.append(f"{tool_calls} tool call{'s' if tool_calls != 1 else ''}")
+    return Text(" · ".join(parts), style="dim")
+
+
+# -- the renderer --------------------------------------------------------------------------
+
+
+class ChatRenderer:
+    """Shows one turn's events as they arrive. Call `close()` before anything else writes
+    to the terminal (a prompt), `interrupted()` or `error()` when a turn ends early."""
+
+    def __init__(self, console: Console, *, cwd: str, show_thinking: bool = True) -> None:
+        self.console = console
+        self.cwd = cwd
+        self.show_thinking = show_thinking
+        self._live_ok = _live_capable(console)
+        self._answer = MarkdownStream(console)
+        self._spinner: Live | None = None
+        self._pending: ToolCall | None = None  # proposed, not yet reported
+        self._thinking = False  # thinking text is on screen and its line is open
+        self._held_newlines = 0  # thinking's trailing newlines, written only if more follows
+        self._printed = False  # this turn printed something: the next section needs a gap
+        self._tool_calls = 0
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, ThinkingDelta):
+            self._on_thinking(event.text)
+        elif isinstance(event, ContentDelta):
+            self._on_content(event.text)
+        elif isinstance(event, Notice):
+            self._settle()
+            self._line(Text(f"⚠ {sanitize(event.text)}", style="yellow"))
+        elif isinstance(event, ToolCallProposed):
+            self._settle()
+            self._pending = event.call
+        elif isinstance(event, ToolDecided):
+            self._on_decided(event)
+        elif isinstance(event, ToolResult):
+            self._on_result(event)
+        elif isinstance(event, StepFinished):
+            self._settle()
+        elif isinstance(event, Finished):
+            self._on_finished(event)
+
+    def awaiting(self, call: ToolCall, reason: str = "") -> None:
+        """The call's card while the user is asked (an approver calls this before asking)."""
+        self._settle()
+        self._line(card_title(call, "waiting", sanitize(reason)))
+
+    def interrupted(self) -> None:
+        self._end_turn(Text("⏹ interrupted", style="dim"), "interrupted")
+
+    def error(self, message: str) -> None:
+        self._end_turn(Text(f"✖ {sanitize(message)}", style="red"), "not run")
+
+    def close(self) -> None:
+        self._stop_spinner()
+        self._answer.close()
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _on_thinking(self, text: str) -> None:
+        if not self.show_thinking:
+            if self._spinner is None and not self._answer.active:
+                self._start_spinner(Text("💭 thinking…", style="dim"), "dim")
+            return
+        text = sanitize(text, multiline=True)
+        if not self._thinking:
+            text = text.lstrip("\n")
+            if not text:
+                return
+            self._settle()
+            self._gap()
+            self.console.print(Text("💭 thinking", style="dim"))
+            self._thinking = True
+        body = text.rstrip("\n")
+        if body:
+            shown = "\n" * self._held_newlines + body
+            self.console.print(Text(shown, style="dim italic"), end="", soft_wrap=True)
+            self._held_newlines = 0
+        self._held_newlines += len(text) - len(body)
+
+    def _on_content(self, text: str) -> None:
+        if not self._answer.active:
+            if not text.strip():
+                return  # leading blank lines would only push the answer down
+            self._settle()
+            self._gap()
+        self._answer.feed(text)
+        self._printed = True
+
+    def _on_decided(self, event: ToolDecided) -> None:
+        self._settle()
+        self._pending = event.call
+        if event.allowed:
+            self._start_spinner(card_title(event.call, "running"), "blue")
+
+    def _on_result(self, event: ToolResult) -> None:
+        self._settle()
+        self._pending = None
+        self._tool_calls += 1
+        self._section(tool_card(event, self.cwd))
+
+    def _on_finished(self, event: Finished) -> None:
+        self._settle()
+        if event.stop_reason == "max_steps":
+            pending = f"; {event.pending_calls} tool call(s) not run" if event.pending_calls else ""
+            self._line(
+                Text(
+                    f"step limit reached after {event.steps} model calls{pending} "
+                    "(raise agent.max_steps to allow more)",
+                    style="yellow",
+                )
+            )
+        elif event.stop_reason == "stopped":
+            self._line(Text("stopped: the rest of this turn was cancelled", style="dim"))
+        self._section(stats_line(event.stats, event.wall_time, self._tool_calls))
+        self._reset_turn()
+
+    def _end_turn(self, last: Text, pending_word: str) -> None:
+        """A turn that ends early: what arrived is shown, an open call gets its card."""
+        self._settle()
+        if self._pending is not None:
+            self._line(card_title(self._pending, "cancelled", pending_word))
+        self._section(last)
+        self._reset_turn()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Whatever is streaming or spinning ends here, and stays on screen for good."""
+        self._stop_spinner()
+        if self._thinking:
+            self.console.print()
+            self._thinking, self._held_newlines = False, 0
+        if self._answer.active:
+            self._answer.finish()
+
+    def _gap(self) -> None:
+        if self._printed:
+            self.console.print()
+        self._printed = True
+
+    def _section(self, renderable: RenderableType) -> None:
+        """A card or a closing line, apart from what came before."""
+        self._gap()
+        self.console.print(renderable, highlight=False)
+
+    def _line(self, text: Text) -> None:
+        self.console.print(text, highlight=False)
+        self._printed = True
+
+    def _reset_turn(self) -> None:
+        self._printed = False
+        self._tool_calls = 0
+        self._pending = None
+
+    def _start_spinner(self, text: Text, style: str) -> None:
+        self._stop_spinner()
+        if not self._live_ok:
+            return  # nothing to animate in a file: the card says what happened
+        self._spinner = Live(
+            Spinner("dots", text=text, style=style),
+            console=self.console,
+            refresh_per_second=12.5,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._spinner.start(refresh=True)
+
+    def _stop_spinner(self) -> None:
+        if self._spinner is not None:
+            spinner, self._spinner = self._spinner, None
+            spinner.stop()

@@ -1,0 +1,345 @@
+"""`agent chat`: the interactive session. Reads a line, runs a turn of the agent loop and
+hands its events to the renderer; slash commands manage the session. Nothing the server,
+a tool or the user's keys do ends it, except /exit, /bye and Ctrl-D."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from rich.console import Console
+from rich.text import Text
+
+from cli.agent import Agent
+from cli.errors import AgentError
+from cli.messages import Message, ToolCall
+from cli.sessions import SessionStore, timestamp_name
+from cli.ui.approve import ChatApprover
+from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
+from cli.ui.render import ChatRenderer
+from cli.ui.text import sanitize, shorten
+
+# `@path` at the start of the message or after a space; trailing punctuation is not part of it.
+_ATTACHMENT = re.compile(r"(?:(?<=\s)|^)@(\S+?)[,;:!?.)]*(?=\s|$)")
+
+
+@dataclass(frozen=True)
+class Command:
+    usage: str
+    help: str
+    run: Callable[[ChatSession, str], bool]  # returns False to end the session
+
+
+class ChatSession:
+    """One interactive session: the conversation, the prompt, and the slash commands."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        console: Console,
+        renderer: ChatRenderer,
+        approver: ChatApprover,
+        store: SessionStore,
+        prompt: PromptSession[str] | None = None,
+        history_file: Path | None = None,
+    ) -> None:
+        self.agent = agent
+        self.console = console
+        self.renderer = renderer
+        self.approver = approver
+        self.store = store
+        self.conversation: list[Message] = []
+        self.session_name = timestamp_name()
+        self._models: list[str] | None = None
+        self._prefill = ""
+        completer = ChatCompleter(COMMANDS, agent.policy.cwd, self._completions_for)
+        self.prompt = prompt or make_prompt(completer, history_at(history_file))
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Read and answer until /exit, /bye or Ctrl-D; the exit status (always 0)."""
+        while True:
+            try:
+                text = self.prompt.prompt("› ", default=self._prefill)
+            except KeyboardInterrupt:
+                self._prefill = ""
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                return 0
+            self._prefill = ""
+            text = strip_block(text).strip()
+            if not text:
+                continue
+            try:
+                if text.startswith("/") and not self.command(text):
+                    return 0
+                if not text.startswith("/"):
+                    self.send(text)
+            except KeyboardInterrupt:
+                self.renderer.interrupted()
+
+    def send(self, text: str) -> None:
+        """Attach `@paths`, then run one turn of the agent loop."""
+        message = self.attach(text)
+        if message is None:
+            self._prefill = text  # nothing is lost: the message waits at the prompt
+            return
+        events = self.agent.run(self.conversation, message)
+        try:
+            for event in events:
+                self.renderer.handle(event)
+        except KeyboardInterrupt:
+            # Stops the stream; the loop keeps the partial answer in the conversation.
+            events.close()  # type: ignore[attr-defined]
+            self.renderer.interrupted()
+        except AgentError as exc:
+            self.renderer.error(exc.message)
+        finally:
+            self.renderer.close()
+            self.autosave()
+
+    def attach(self, text: str) -> str | None:
+        """The message with each `@path`'s content appended, read through the same policy
+        and limits as read_file; None (after saying why) if one cannot be attached."""
+        blocks: list[str] = []
+        for path in dict.fromkeys(m.group(1) for m in _ATTACHMENT.finditer(text)):
+            decided = self.agent.decide(ToolCall("read_file", {"path": path}))
+            if not decided.allowed:
+                self.renderer.error(f"@{path} not attached: {decided.reason}")
+                return None
+            result = self.agent.execute(decided)
+            if not result.get("success"):
+                self.renderer.error(f"@{path} not attached: {result.get('error')}")
+                return None
+            shown = self.agent.context.show(str(result.get("path", path)))
+            note = ""
+            if result.get("truncated"):
+                first, last = result.get("line_range") or (0, 0)
+                note = f" (lines {first}-{last} of {result.get('lines')})"
+            blocks.append(f'<file path="{shown}"{note}>\n{result.get("content", "")}</file>')
+            self.console.print(Text(f"📎 attached {sanitize(shown)}{note}", style="dim"))
+        if not blocks:
+            return text
+        return text + "\n\n" + "\n\n".join(blocks)
+
+    def autosave(self) -> None:
+        """Keep every conversation on disk, so a crash or a dead server loses nothing and
+        `agent chat --resume` picks it up."""
+        if not any(m.get("role") == "user" for m in self.conversation):
+            return
+        try:
+            self.store.save(self.session_name, self.agent.settings.model, self.conversation)
+        except (OSError, AgentError) as exc:
+            message = exc.message if isinstance(exc, AgentError) else str(exc)
+            self.renderer.error(f"could not save the session: {message}")
+
+    # -- slash commands -------------------------------------------------------------------
+
+    def command(self, text: str) -> bool:
+        name, _, argument = text.partition(" ")
+        command = COMMANDS.get(name.lower())
+        if command is None:
+            known = " ".join(COMMANDS)
+            self.renderer.error(f"unknown command {sanitize(name)}; commands: {known}")
+            return True
+        try:
+            return command.run(self, argument.strip())
+        except AgentError as exc:
+            self.renderer.error(exc.message)
+            return True
+
+    def _completions_for(self, command: str) -> Iterable[str]:
+        if command == "/model":
+            return self.models()
+        if command == "/load":
+            return self.store.names()
+        if command == "/think":
+            return ("on", "off")
+        return ()
+
+    def models(self) -> list[str]:
+        if self._models is None:
+            self._models = self.agent.backend.list_models()
+        return self._models
+
+    def say(self, text: str, style: str = "") -> None:
+        self.console.print(Text(text, style=style))
+
+    def load(self, name: str | None) -> None:
+        """Replace the conversation with a saved one (`None`: the latest)."""
+        session = self.store.latest() if name is None else self.store.load(name)
+        if session is None:
+            self.say("no saved session yet: starting a new one", "dim")
+            return
+        self.conversation = list(session.messages)
+        self.session_name = session.name
+        turns = sum(1 for m in session.messages if m.get("role") == "user")
+        self.say(f"loaded session {session.name}: {turns} turns ({session.saved})", "dim")
+        if session.model and session.model != self.agent.settings.model:
+            if session.model in self.models():
+                self.switch_model(session.model)
+            else:
+                self.say(
+                    f"its model {session.model} is not on this server; "
+                    f"continuing with {self.agent.settings.model}",
+                    "yellow",
+                )
+
+    def switch_model(self, name: str) -> None:
+        previous = self.agent.settings
+        self.agent.settings = replace(previous, model=name)
+        try:
+            info = self.agent.model_info()
+        except AgentError:
+            self.agent.settings = previous
+            raise
+        tools = "tools on" if self.agent.tools_on() else "no tool support: tools off"
+        thinking = "can think" if info.supports_thinking else "cannot think"
+        self.say(f"model {name} · {tools} · {thinking}", "dim")
+
+
+def _help(session: ChatSession, _argument: str) -> bool:
+    lines = [f"  {c.usage:<16} {c.help}" for c in COMMANDS.values()]
+    lines += [
+        "",
+        '  Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
+        "  @path attaches a file · Tab completes commands and paths · ↑/↓ history",
+        "  Ctrl-C stops the answer (or clears the line) · Ctrl-D quits",
+        "  confirmations: y yes · n no (then an optional reason) · a always for this tool "
+        "in this session · q stop this turn",
+    ]
+    session.say("\n".join(lines))
+    return True
+
+
+def _exit(_session: ChatSession, _argument: str) -> bool:
+    return False
+
+
+def _clear(session: ChatSession, _argument: str) -> bool:
+    session.conversation = []
+    session.session_name = timestamp_name()
+    session.say("new conversation", "dim")
+    return True
+
+
+def _model(session: ChatSession, argument: str) -> bool:
+    if not argument:
+        session.say(f"model: {session.agent.settings.model}")
+        return True
+    models = session.models()
+    name = argument if argument in models else f"{argument}:latest"
+    if name not in models:
+        session._models = None  # the user may have pulled it since: look again next time
+        session.renderer.error(
+            f"model {sanitize(argument)} is not on the server; /models lists them, "
+            f"`ollama pull {sanitize(argument)}` fetches it"
+        )
+        return True
+    session.switch_model(name)
+    return True
+
+
+def _models(session: ChatSession, _argument: str) -> bool:
+    session._models = None
+    current = session.agent.settings.model
+    for name in session.models():
+        session.say(f"{'*' if name == current else ' '} {name}", "bold" if name == current else "")
+    return True
+
+
+def _tools(session: ChatSession, _argument: str) -> bool:
+    agent = session.agent
+    if not agent.tools_on():
+        session.say(f"tools are off: model {agent.settings.model} does not support them", "yellow")
+    policy = agent.policy
+    for name in agent.toolbox:
+        setting = policy.setting(name)
+        why = {
+            "allow": "runs without asking",
+            "ask": "asks first",
+            "deny": "not offered to the model",
+        }[setting]
+        if setting == "ask" and name in session.approver.always:
+            why = "allowed for this session (you answered 'always')"
+        elif name == "run_command" and setting != "deny" and policy.config.commands.allow:
+            why += f"; runs {', '.join(policy.config.commands.allow)} without asking"
+        colour = {"allow": "green", "ask": "yellow", "deny": "red"}[setting]
+        line = Text(f"  {name:<17}")
+        line.append(f"{setting:<6}", style=colour)
+        line.append(f" {why}", style="dim")
+        session.console.print(line)
+    session.say(f"  allowed dirs: {', '.join(policy.allowed_dirs)}", "dim")
+    return True
+
+
+def _think(session: ChatSession, argument: str) -> bool:
+    if argument not in ("on", "off"):
+        state = "on" if session.agent.settings.think else "off"
+        session.say(f"thinking is {state}; /think on or /think off")
+        return True
+    on = argument == "on"
+    session.agent.settings = replace(session.agent.settings, think=on)
+    session.renderer.show_thinking = on
+    if on and not session.agent.model_info().supports_thinking:
+        session.say(f"thinking on, but {session.agent.settings.model} cannot think", "yellow")
+    else:
+        session.say(f"thinking {argument}", "dim")
+    return True
+
+
+def _save(session: ChatSession, argument: str) -> bool:
+    name = argument or timestamp_name()
+    path = session.store.save(name, session.agent.settings.model, session.conversation)
+    session.session_name = name
+    session.say(f"saved as {name} ({path})", "dim")
+    return True
+
+
+def _load(session: ChatSession, argument: str) -> bool:
+    if not argument:
+        names = session.store.names()
+        session.say("usage: /load NAME; saved: " + (", ".join(names[:20]) or "none"))
+        return True
+    session.load(argument)
+    return True
+
+
+def _history(session: ChatSession, _argument: str) -> bool:
+    turn = 0
+    calls = 0
+    for message in session.conversation:
+        role = message.get("role")
+        content = str(message.get("content") or "")
+        first = sanitize(shorten(content.strip().split("\n")[0] if content else "", 90))
+        if role == "user":
+            turn += 1
+            calls = 0
+            session.say(f"{turn:>3}. you: {first}")
+        elif role == "assistant" and message.get("tool_calls"):
+            calls += len(message["tool_calls"])
+        elif role == "assistant" and content:
+            tools = f" ({calls} tool calls)" if calls else ""
+            session.say(f"     model{tools}: {first}", "dim")
+    if not turn:
+        session.say("nothing yet", "dim")
+    return True
+
+
+COMMANDS: dict[str, Command] = {
+    "/help": Command("/help", "this list", _help),
+    "/exit": Command("/exit", "quit (also /bye, Ctrl-D)", _exit),
+    "/bye": Command("/bye", "quit", _exit),
+    "/clear": Command("/clear", "start a new conversation", _clear),
+    "/model": Command("/model [NAME]", "show or switch the model", _model),
+    "/models": Command("/models", "the server's models", _models),
+    "/tools": Command("/tools", "each tool and what the policy does with it", _tools),
+    "/think": Command("/think on|off", "let the model think, and show it", _think),
+    "/save": Command("/save [NAME]", "save the conversation", _save),
+    "/load": Command("/load NAME", "load a saved conversation", _load),
+    "/history": Command("/history", "the turns so far", _history),
+}
