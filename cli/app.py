@@ -207,7 +207,10 @@ def _run(
     choices = Choices(model, host, config_path, think, max_steps)
     config = load(choices, terminal.environ)
     text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
-    asker = LineApprover(terminal.stdin, terminal.stderr) if terminal.interactive() else None
+    console = Console(file=terminal.stderr, highlight=False, soft_wrap=True)
+    asker = None
+    if terminal.interactive():
+        asker = LineApprover(console, terminal.stdin, cwd=terminal.cwd)
 
     def approver(_policy: Policy) -> Approver:
         fallback: Approver = asker or refuse_without_terminal
@@ -221,7 +224,6 @@ def _run(
         home=terminal.home,
         approver=approver,
     )
-    console = Console(file=terminal.stderr, highlight=False, soft_wrap=True)
     record = RunRecord(model=agent.settings.model)
     trace = RunTrace(console, record, show_thinking=agent.settings.think)
     try:

@@ -105,7 +105,7 @@ def test_overwrite_shows_a_unified_diff_against_the_current_content(
     approval = chat.ask("write_file", "y", path="notes.txt", content="one\nTWO\nthree\n")
     assert approval == Approval(True, by="user")
     lines = chat.shown.splitlines()
-    assert lines[0] == "⏳ write_file notes.txt (14 B) — waiting for confirmation"
+    assert lines[0] == "⏳ 📝 write_file notes.txt (14 B) · waiting for confirmation"
     assert "  path: notes.txt" in lines
     assert "  replaces the existing file: 14 B → 14 B" in lines
     assert "  diff: +1 −1 lines" in lines
@@ -268,7 +268,7 @@ def test_create_directory_shows_the_path(make_chat: MakeChat) -> None:
     chat = make_chat()
     chat.ask("create_directory", "y", path="src/pkg")
     assert chat.shown.splitlines()[:2] == [
-        "⏳ create_directory src/pkg — waiting for confirmation",
+        "⏳ 📂 create_directory src/pkg · waiting for confirmation",
         "  path: src/pkg",
     ]
 

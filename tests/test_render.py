@@ -26,6 +26,7 @@ from cli.events import (
 )
 from cli.messages import Stats, ToolCall
 from cli.policy import Decision
+from cli.ui.cards import card_title
 from cli.ui.render import TAIL_LINES, ChatRenderer, MarkdownStream
 
 CWD = "/work/project"
@@ -693,10 +694,8 @@ def test_cards_say_who_approved(by: str, shown: str) -> None:
 
 def test_waiting_card_while_the_user_is_asked() -> None:
     con = console(terminal=True, colour=True)
-    renderer = ChatRenderer(con, cwd=CWD)
     call = ToolCall("write_file", {"path": "a.txt", "content": "x"})
-    renderer.handle(ToolCallProposed(call, 1))
-    renderer.awaiting(call, "policy.confirm is writes")
+    con.print(card_title(call, "waiting", "policy.confirm is writes"))
     shown = [r for r in screen(raw(con)) if r]
     assert shown == [
         "⏳ 📝 write_file a.txt (1 B) · waiting for confirmation · policy.confirm is writes"

@@ -40,9 +40,10 @@ def test_run_asks_on_the_terminal(
         reply("finished"),
     )
     child = spawn(ollama, workspace, "run", "write out.txt")
-    child.expect("write_file wants to run")
-    child.expect("path: out.txt")
-    child.expect(r"content: 14 bytes, 3 lines")
+    child.expect("write_file out.txt")
+    child.expect("waiting for confirmation")
+    child.expect("new file, 14 B, 2 lines")
+    child.expect("line 2")
     child.expect(r"Allow\? \[y/N\] ")
     child.sendline(answer)
     child.expect("finished")
@@ -62,6 +63,6 @@ def test_model_text_in_the_question_is_sanitised(ollama: FakeOllama, workspace: 
     child = spawn(ollama, workspace, "run", "go")
     child.expect(r"Allow\? \[y/N\] ")
     shown = child.before
-    assert "\\r\\x1b[2K" in shown and "\x1b[2K" not in shown
+    assert "\\r\\x1b[2Kharmless" in shown and "\x1b[2Kharmless" not in shown
     child.sendline("n")
     child.expect(pexpect.EOF)

@@ -23,8 +23,9 @@ from cli.messages import ToolCall
 from cli.paths import ResolvedPath, display_path
 from cli.tools import fsops
 from cli.tools.base import ToolError
+from cli.ui.cards import card_title
 from cli.ui.keys import KeyReader
-from cli.ui.text import call_summary, sanitize, shorten
+from cli.ui.text import sanitize, shorten
 
 # Each delete and each command is looked at on its own: never "yes to all" for these.
 NEVER_ALWAYS = frozenset({"delete_file", "run_command"})
@@ -33,7 +34,6 @@ DIFF_LINES = 80  # diff lines shown before cutting
 TREE_ENTRIES = 30  # entries of a recursive delete shown before cutting
 LINE_CHARS = 400  # one shown line of content; longer ones say how much is cut
 MAX_DIFF_BYTES = 1024 * 1024  # read at most this much of the old file; diff at most this much
-WAITING = "bold orange1"
 
 
 class ChatApprover:
@@ -95,8 +95,7 @@ def question(tool: str, choices: str) -> str:
 def card(request: ApprovalRequest, cwd: str) -> Text:
     """The header (waiting state) and the body: what the call will do."""
     name = request.call.name
-    summary = call_summary(ToolCall(name, request.arguments))
-    header = Text(f"⏳ {sanitize(name)} {summary} — waiting for confirmation", WAITING)
+    header = card_title(ToolCall(name, request.arguments), "waiting")
     body, shown = describe(request, cwd)
     rest = {k: v for k, v in request.arguments.items() if k not in shown}
     why = Text.assemble(("  why: ", "dim"), sanitize(request.decision.reason))

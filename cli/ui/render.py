@@ -8,9 +8,8 @@ as rich markup, so a path like `[bold]x` prints as written.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, NewLine, RenderableType, RenderResult
 from rich.live import Live
@@ -32,17 +31,13 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.messages import Stats, ToolCall
-from cli.paths import display_path
-from cli.tools.fsops import human_size
-from cli.ui.text import call_summary, result_summary, sanitize, shorten
+from cli.messages import ToolCall
+from cli.ui.cards import card_title, stats_line, tool_card
+from cli.ui.text import sanitize
 
 CODE_THEME = "monokai"
-FOLD_LINES = 8  # preview lines shown before "… N more lines"
 TAIL_LINES = 40  # complete lines the live tail may hold before they are printed for good
 TAIL_CHARS = 4000  # the same bound in characters, for answers written as very long lines
-
-T = TypeVar("T")
 
 
 def _live_capable(console: Console) -> bool:
@@ -280,235 +275,6 @@ class MarkdownStream:
         return _LastRows(Markdown(text, code_theme=self._code_theme), rows)
 
 
-# -- tool cards ----------------------------------------------------------------------------
-
-# status → (icon, colour, word). "running" shows a spinner in place of its icon.
-_STATUS: Mapping[str, tuple[str, str, str]] = {
-    "waiting": ("⏳", "orange1", "waiting for confirmation"),
-    "running": ("", "blue", "running"),
-    "done": ("✅", "green", "done"),
-    "failed": ("❌", "red", "failed"),
-    "cancelled": ("🚫", "grey50", "cancelled"),
-}
-_TOOL_ICONS: Mapping[str, str] = {
-    "read_file": "📄",
-    "write_file": "📝",
-    "list_directory": "📁",
-    "search_files": "🔍",
-    "create_directory": "📂",
-    "delete_file": "🧹",
-    "run_command": "💻",
-}
-_APPROVED_BY: Mapping[str, str] = {
-    "policy": "allowed by policy",
-    "user": "approved by you",
-    "--yes": "approved by --yes",
-    "session": "approved for this session",
-}
-
-
-def card_title(call: ToolCall, status: str, detail: str = "") -> Text:
-    """`✅ 📄 read_file notes.txt · done · allowed by policy`: one line, in the status's
-    colour; `status` is waiting, running, done, failed or cancelled."""
-    icon, colour, word = _STATUS[status]
-    title = Text(f"{icon} " if icon else "")
-    title.append(f"{_TOOL_ICONS.get(call.name, '🔧')} ")
-    title.append(sanitize(call.name) or "?", style=f"bold {colour}")
-    summary = call_summary(call)
-    if summary:
-        title.append(f" {summary}")
-    title.append(f" · {word}", style=colour)
-    if detail:
-        title.append(f" · {detail}", style="dim")
-    return title
-
-
-def tool_card(event: ToolResult, cwd: str) -> Group:
-    """The final card of a call: its title and a short preview of the result."""
-    decided, result = event.decision, event.result
-    if not decided.allowed:
-        blocked = "blocked by policy" if decided.decision.action == "deny" else "not approved"
-        reason = Text(sanitize(shorten(decided.reason, 300)), style="grey50")
-        return Group(card_title(event.call, "cancelled", blocked), _indent(reason))
-    status = "done" if result.get("success") else "failed"
-    detail = " · ".join(
-        part
-        for part in (_APPROVED_BY.get(decided.approved_by, ""), _duration(event.duration))
-        if part
-    )
-    lines = _PREVIEWS.get(event.call.name, _no_preview)(result, cwd)
-    if status == "failed" and _shows_error(event.call.name, result):
-        lines.append(Text(sanitize(shorten(str(result.get("error", "failed")), 300)), style="red"))
-    if result.get("note"):
-        lines.append(Text(sanitize(shorten(str(result["note"]), 300)), style="dim"))
-    return Group(card_title(event.call, status, detail), *(_indent(line) for line in lines))
-
-
-def _shows_error(name: str, result: Mapping[str, Any]) -> bool:
-    """A command's non-zero exit is already in its footer; every other failure says why."""
-    return name != "run_command" or "exitCode" not in result or bool(result.get("timedOut"))
-
-
-def _indent(line: Text) -> Text:
-    """Under the title, one screen row per line: long lines end in an ellipsis."""
-    return Text.assemble("   ", line, no_wrap=True, overflow="ellipsis")
-
-
-def _fold(items: Sequence[T], show: Callable[[T], Text], limit: int = FOLD_LINES) -> list[Text]:
-    """The first `limit` items, then how many are not shown."""
-    if len(items) <= limit + 1:  # a "1 more line" note would take the same room
-        return [show(item) for item in items]
-    hidden = len(items) - limit
-    more = Text(f"… {hidden} more line{'s' if hidden != 1 else ''}", style="dim")
-    return [*(show(item) for item in items[:limit]), more]
-
-
-def _text_lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
-
-
-def _no_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
-    return []
-
-
-def _read_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
-    if not result.get("success"):
-        return []
-    size = human_size(int(result.get("size") or 0))
-    if result.get("lines") is None:
-        return [Text(f"{size} · binary, read as base64", style="dim")]
-    lines = _text_lines(str(result.get("content", "")))
-    first, last = result.get("line_range") or (1, len(lines))
-    width = len(str(max(int(first), 1) + len(lines)))
-
-    def numbered(item: tuple[int, str]) -> Text:
-        number, line = item
-        return Text.assemble((f"{number:>{width}} │ ", "dim"), sanitize(line, multiline=True))
-
-    body = _fold(list(enumerate(lines, start=max(int(first), 1))), numbered)
-    footer = f"{size} · {result.get('lines')} lines · {result.get('encoding', 'utf-8')}"
-    if result.get("truncated"):
-        footer += f" · showing lines {first}-{last}"
-    return [*body, Text(footer, style="dim")]
-
-
-def _search_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
-    if not result.get("success"):
-        return []
-    hits: list[tuple[str, Any]] = []
-    for found in result.get("results", []):
-        path = sanitize(str(found.get("path", "")))
-        matches = found.get("matches") or []
-        hits += [(path, m) for m in matches] if matches else [(path, None)]
-
-    def hit(item: tuple[str, Any]) -> Text:
-        path, match = item
-        if match is None:
-            return Text.assemble((path, "cyan"), ("  (name matches)", "dim"))
-        return Text.assemble(
-            (path, "cyan"), (f":{match.get('line')}", "dim"), "  ", sanitize(str(match.get("text")))
-        )
-
-    return [*_fold(hits, hit), Text(result_summary("search_files", result), style="dim")]
-
-
-def _list_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
-    if not result.get("success"):
-        return []
-
-    def entry(item: Mapping[str, Any]) -> Text:
-        name, kind = sanitize(str(item.get("name", ""))), item.get("type")
-        if kind == "directory":
-            return Text(f"{name}/", style="bold blue")
-        if kind == "symlink":
-            return Text.assemble((name, "cyan"), " -> ", sanitize(str(item.get("target", "?"))))
-        size = item.get("size")
-        return Text.assemble(
-            name, (f"  {human_size(int(size))}", "dim") if size is not None else ""
-        )
-
-    entries = list(result.get("entries", []))
-    return [*_fold(entries, entry), Text(result_summary("list_directory", result), style="dim")]
-
-
-def _command_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
-    if "exitCode" not in result:
-        return []  # it never started: the error says why
-    lines = [(line, "") for line in _text_lines(str(result.get("stdout") or ""))]
-    lines += [(line, "red") for line in _text_lines(str(result.get("stderr") or ""))]
-
-    def output(item: tuple[str, str]) -> Text:
-        return Text(sanitize(item[0], multiline=True), style=item[1])
-
-    body = _fold(lines, output) if lines else [Text("(no output)", style="dim")]
-    footer = f"exit {result.get('exitCode')} · {result.get('duration', 0)} ms"
-    return [*body, Text(footer, style="dim")]
-
-
-def _write_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
-    if not result.get("success"):
-        return []
-    verb = "created" if result.get("created") else "overwrote"
-    size = human_size(int(result.get("bytesWritten") or 0))
-    return [_changed(verb, result, cwd, size)]
-
-
-def _delete_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
-    if not result.get("success"):
-        return []
-    removed = result.get("removed")
-    counts = ""
-    if isinstance(removed, Mapping):
-        counts = f"{removed.get('files', 0)} files, {removed.get('directories', 0)} directories"
-    return [_changed("deleted", result, cwd, counts)]
-
-
-def _mkdir_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
-    if not result.get("success"):
-        return []
-    return [_changed("created" if result.get("created") else "already existed", result, cwd)]
-
-
-def _changed(verb: str, result: Mapping[str, Any], cwd: str, extra: str = "") -> Text:
-    """What was done and where: the resolved path, which may differ from what the model
-    wrote (`~`, `..`, a symlink)."""
-    line = Text(verb, style="green")
-    if result.get("path"):
-        line.append(f" {sanitize(display_path(str(result['path']), cwd))}")
-    if extra:
-        line.append(f" · {extra}", style="dim")
-    return line
-
-
-_PREVIEWS: Mapping[str, Callable[[Mapping[str, Any], str], list[Text]]] = {
-    "read_file": _read_preview,
-    "search_files": _search_preview,
-    "list_directory": _list_preview,
-    "run_command": _command_preview,
-    "write_file": _write_preview,
-    "delete_file": _delete_preview,
-    "create_directory": _mkdir_preview,
-}
-
-
-def stats_line(stats: Stats, wall_time: float, tool_calls: int) -> Text:
-    """`142 tokens · 38.2 tok/s · 4.1 s · 2 tool calls`."""
-    parts = [f"{stats.eval_count} tokens"]
-    if stats.tokens_per_second:
-        parts.append(f"{stats.tokens_per_second:.1f} tok/s")
-    parts.append(f"{wall_time:.1f} s")
-    if tool_calls:
-        parts.append(f"{tool_calls} tool call{'s' if tool_calls != 1 else ''}")
-    return Text(" · ".join(parts), style="dim")
-
-
 # -- the renderer --------------------------------------------------------------------------
 
 
@@ -548,11 +314,6 @@ class ChatRenderer:
             self._settle()
         elif isinstance(event, Finished):
             self._on_finished(event)
-
-    def awaiting(self, call: ToolCall, reason: str = "") -> None:
-        """The call's card while the user is asked (an approver calls this before asking)."""
-        self._settle()
-        self._line(card_title(call, "waiting", sanitize(reason)))
 
     def interrupted(self) -> None:
         self._end_turn(Text("⏹ interrupted", style="dim"), "interrupted")
