@@ -41,13 +41,19 @@ def refuse_without_terminal(request: ApprovalRequest) -> Approval:
 
 class UnattendedApprover:
     """`--yes`: approve asks for the tools in policy.unattended, never one that reaches
-    outside the allowed dirs (--yes never widens what is reachable); pass the rest on."""
+    outside the allowed dirs (--yes never widens what is reachable) nor one that needs a
+    person (protected files, commands on the deny list); pass the rest on."""
 
     def __init__(self, unattended: Collection[str], fallback: Approver) -> None:
         self.unattended = frozenset(unattended)
         self.fallback = fallback
 
     def __call__(self, request: ApprovalRequest) -> Approval:
-        if request.call.name in self.unattended and not request.decision.outside_allowed:
+        decision = request.decision
+        if (
+            request.call.name in self.unattended
+            and not decision.outside_allowed
+            and not decision.needs_human
+        ):
             return Approval(True, by="--yes")
         return self.fallback(request)

@@ -33,6 +33,7 @@ TOOL_NAMES = (
 READ_TOOLS = frozenset({"read_file", "list_directory", "search_files"})
 WRITE_TOOLS = frozenset({"write_file", "create_directory", "delete_file"})
 SETTINGS = ("allow", "ask", "deny")
+SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
 
 DEFAULT_SENSITIVE = (
@@ -43,6 +44,17 @@ DEFAULT_SENSITIVE = (
     r"\.gnupg",
     r"credentials",
     r"password",
+)
+
+# Writes here can change what runs later or how the agent itself behaves (Copilot
+# CVE-2025-53773, Cursor CVE-2025-54135/54136): they always ask, and --yes never approves them.
+DEFAULT_PROTECTED = (
+    r"(^|/)\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin"
+    r"|zlogout|kshrc|cshrc|tcshrc|inputrc)$",
+    r"(^|/)\.config/fish/",
+    r"(^|/)\.git/hooks(/|$)",
+    r"(^|/)\.git/config$",
+    r"(^|/)\.config/metona-agent(/|$)",
 )
 
 # The seed's command deny list, as case-insensitive regular expressions searched anywhere in
@@ -95,6 +107,7 @@ class AgentConfig:
 class CommandsConfig:
     deny: list[str] = _setting(list(DEFAULT_COMMAND_DENY), regex=True)
     allow: list[str] = _setting([])
+    sandbox: str = _setting("auto", choices=SANDBOX_MODES)
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,10 @@ class LimitsConfig:
     max_command_output_bytes: int = _setting(100 * 1024, minimum=1)
     max_tool_calls_per_step: int = _setting(32, minimum=1)
     max_tool_result_chars: int = _setting(32_000, minimum=1000)
+    max_backup_bytes: int = _setting(256 * 1024 * 1024, minimum=0)
+    command_cpu_seconds: int = _setting(300, minimum=1)
+    command_memory_mb: int = _setting(4096, minimum=16)
+    command_processes: int = _setting(2048, minimum=8)
 
 
 @dataclass(frozen=True)
@@ -126,6 +143,8 @@ class PolicyConfig:
     confirm: str = _setting("write-only", choices=CONFIRM_MODES)
     tools: dict[str, str] = _setting({}, keys=TOOL_NAMES, choices=SETTINGS)
     unattended: list[str] = _setting(["write_file", "create_directory"], choices=TOOL_NAMES)
+    protected_patterns: list[str] = _setting(list(DEFAULT_PROTECTED), regex=True)
+    trash: bool = True
     commands: CommandsConfig = field(default_factory=CommandsConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
 

@@ -40,6 +40,10 @@ class Decision:
     rule: str  # which rule decided: a stable word for logs, tests and the audit trail
     outside_allowed: bool = False  # --yes never approves these
     paths: Mapping[str, ResolvedPath] = field(default_factory=dict)
+    # Only a person may say yes: not --yes, not an earlier "always" (protected files,
+    # commands matching the deny list).
+    needs_human: bool = False
+    warnings: tuple[str, ...] = ()  # shown in the confirmation
 
 
 class Policy:
@@ -181,15 +185,22 @@ class Policy:
     def _command_decision(
         self, command: str, setting: Action, paths: dict[str, ResolvedPath]
     ) -> Decision:
+        # The deny list is a warning, not a wall: a substring list is bypassed by quoting,
+        # variables and a hundred other spellings (README "Safety"); the sandbox is the wall.
+        # A match still always needs a person to say yes.
         flat = " ".join(command.split())
-        for pattern in self.command_deny:
-            if pattern.search(flat):
-                return Decision(
-                    "deny",
-                    f"command refused: it matches the deny pattern {pattern.pattern!r}",
-                    "command_deny",
-                    paths=paths,
-                )
+        warnings = tuple(
+            f"matches the deny pattern {p.pattern!r}" for p in self.command_deny if p.search(flat)
+        )
+        if warnings:
+            return Decision(
+                "ask",
+                "the command matches policy.commands.deny",
+                "command_deny",
+                paths=paths,
+                needs_human=True,
+                warnings=warnings,
+            )
         if setting == "allow":
             return Decision("allow", "run_command is set to allow", "setting", paths=paths)
         if matches_allow(command, self.config.commands.allow):

@@ -516,10 +516,12 @@ def test_run_command_allow_prefix_not_fooled_by_comment(make_policy: MakePolicy)
     ],
 )
 def test_run_command_deny_patterns(make_policy: MakePolicy, command: str) -> None:
-    # Deny wins over tools: allow and over a matching allow prefix.
+    # A deny-list match wins over tools: allow and over a matching allow prefix: it is shown
+    # with a warning and only a person may approve it (it is a warning, not a wall).
     policy = make_policy(RUN_ALLOW + "  commands:\n    allow: [rm, curl, bash, mkfs.ext4, ':']\n")
     decision = policy.decide("run_command", {"command": command})
-    assert (decision.action, decision.rule) == ("deny", "command_deny")
+    assert (decision.action, decision.rule) == ("ask", "command_deny")
+    assert decision.needs_human and decision.warnings
 
 
 def test_run_command_custom_deny_pattern(make_policy: MakePolicy) -> None:

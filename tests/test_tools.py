@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from cli.approval import ApprovalRequest, UnattendedApprover, refuse_without_terminal
 from cli.config import LimitsConfig, PolicyConfig
+from cli.messages import ToolCall
 from cli.policy import Decision, Policy
 from cli.tools import ToolContext, check_arguments, execute
 
@@ -328,8 +330,17 @@ def test_T15_safe_command_returns_stdout(shell: Tools, workspace: Path) -> None:
 @pytest.mark.parametrize("command", ["rm -rf /", "rm  -rf  /", "rm -fr /*", "sudo rm -rf ~"])
 def test_T16_rm_rf_root_is_refused(shell: Tools, command: str) -> None:
     decision = shell.decide("run_command", {"command": command})
-    assert decision.action == "deny"
-    assert decision.rule == "command_deny"
+    # The deny list is a warning, not a wall: only a person may approve such a command...
+    assert (decision.action, decision.rule, decision.needs_human) == ("ask", "command_deny", True)
+    assert decision.warnings and "deny pattern" in decision.warnings[0]
+    # ...so without one nothing runs: --yes (even for run_command) and no terminal refuse.
+    assert not _approved_unattended(command, decision)
+
+
+def _approved_unattended(command: str, decision: Decision) -> bool:
+    approver = UnattendedApprover(["run_command"], refuse_without_terminal)
+    call = ToolCall("run_command", {"command": command})
+    return approver(ApprovalRequest(call, {"command": command}, decision)).approved
 
 
 @pytest.mark.parametrize(
@@ -1219,5 +1230,5 @@ def test_command_stdin_is_closed(shell: Tools) -> None:
 )
 def test_command_deny_list(shell: Tools, command: str) -> None:
     decision = shell.decide("run_command", {"command": command})
-    assert decision.action == "deny"
-    assert decision.rule == "command_deny"
+    assert (decision.action, decision.rule, decision.needs_human) == ("ask", "command_deny", True)
+    assert not _approved_unattended(command, decision)

@@ -52,7 +52,10 @@ class ChatApprover:
         name = request.call.name
         # An "a" covers the tool's ordinary asks only: a read outside the allowed dirs asks
         # every time, and deletes and commands are never covered.
-        session_ok = name not in NEVER_ALWAYS and not request.decision.outside_allowed
+        decision = request.decision
+        session_ok = (
+            name not in NEVER_ALWAYS and not decision.outside_allowed and not decision.needs_human
+        )
         if session_ok and name in self.always:
             return Approval(True, by="session")
         self.console.print(card(request, self.cwd))
@@ -99,7 +102,8 @@ def card(request: ApprovalRequest, cwd: str) -> Text:
     body, shown = describe(request, cwd)
     rest = {k: v for k, v in request.arguments.items() if k not in shown}
     why = Text.assemble(("  why: ", "dim"), sanitize(request.decision.reason))
-    return Text("\n").join([header, *body, *arguments(rest), why])
+    warnings = [Text(f"  ⚠ {sanitize(w)}", "bold red") for w in request.decision.warnings]
+    return Text("\n").join([header, *warnings, *body, *arguments(rest), why])
 
 
 def describe(request: ApprovalRequest, cwd: str) -> tuple[list[Text], set[str]]:
