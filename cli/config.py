@@ -101,6 +101,7 @@ class OllamaConfig:
 class AgentConfig:
     max_steps: int = _setting(10, minimum=1)
     system_prompt: str = ""
+    max_answer_chars: int = _setting(200_000, minimum=1000)
 
 
 @dataclass(frozen=True)

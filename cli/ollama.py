@@ -31,6 +31,9 @@ CONNECT_TIMEOUT = 10.0
 # One NDJSON line holds one token or one whole tool call; a line longer than this is
 # garbage from something that is not Ollama, and would otherwise grow without bound.
 MAX_LINE_BYTES = 8 * 1024 * 1024
+# Garbage or keep-alive blank lines forever would never trip the read timeout; no real
+# answer comes near this.
+MAX_STREAM_BYTES = 256 * 1024 * 1024
 BUSY_RETRIES = 3  # 503 "server busy": Ollama's queue is full; it clears in seconds
 
 
@@ -96,8 +99,10 @@ class OllamaClient:
         timeout: float = 300.0,
         api_key: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_stream_bytes: int = MAX_STREAM_BYTES,
     ) -> None:
         self._base = host.rstrip("/")
+        self.max_stream_bytes = max_stream_bytes
         self._session = session or requests.Session()
         self._timeout = timeout
         self._sleep = sleep
@@ -271,9 +276,11 @@ class OllamaClient:
 
     def _lines(self, response: requests.Response) -> Iterator[bytes]:
         """NDJSON lines as they arrive: `read1` returns what the socket has, so each token
-        reaches the user as soon as Ollama flushes it."""
+        reaches the user as soon as Ollama flushes it. Only new data is scanned for line
+        ends, so a long line costs linear time however it is split."""
         raw = response.raw
-        buffer = b""
+        pending: list[bytes] = []  # the unfinished line, in pieces
+        pending_size = total = 0
         while True:
             try:
                 data = raw.read1(65536)
@@ -284,19 +291,27 @@ class OllamaClient:
                     f"the connection to {self._base} dropped mid-stream; try again"
                 ) from exc
             if not data:
-                if buffer.strip():
-                    yield buffer
+                if pending:
+                    yield b"".join(pending)
                 return
-            buffer += data
-            lines = buffer.split(b"\n")
-            buffer = lines.pop()
-            for line in (*lines, buffer):
-                if len(line) > MAX_LINE_BYTES:
-                    raise StreamError(
-                        f"Ollama sent a line longer than {MAX_LINE_BYTES} bytes; "
-                        "is the server an Ollama server?"
-                    )
-            yield from lines
+            total += len(data)
+            if total > self.max_stream_bytes:
+                raise StreamError(
+                    f"the stream from {self._base} passed {self.max_stream_bytes} bytes "
+                    "without ending; stopped"
+                )
+            *complete, rest = data.split(b"\n")
+            if complete:
+                complete[0] = b"".join((*pending, complete[0]))
+                pending, pending_size = [], 0
+            pending.append(rest)
+            pending_size += len(rest)
+            if pending_size > MAX_LINE_BYTES or any(len(c) > MAX_LINE_BYTES for c in complete):
+                raise StreamError(
+                    f"Ollama sent a line longer than {MAX_LINE_BYTES} bytes; "
+                    "is the server an Ollama server?"
+                )
+            yield from complete
 
     def _unreachable(self, why: str) -> str:
         return (

@@ -55,6 +55,7 @@ def build_agent(
         options=config.ollama.options,
         keep_alive=config.ollama.keep_alive,
         system_prompt=config.agent.system_prompt,
+        max_answer_chars=config.agent.max_answer_chars,
     )
     context = ToolContext(
         cwd=policy.cwd, limits=config.policy.limits, hides=policy.hides, environ=dict(environ)
