@@ -13,7 +13,8 @@ import stat
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, TextIO
+from pathlib import Path
+from typing import Annotated, Any, TextIO
 
 import typer
 
@@ -199,6 +200,7 @@ def _run(
     from rich.console import Console
 
     from cli.approval import Approver, UnattendedApprover, refuse_without_terminal
+    from cli.audit import audited, session_log
     from cli.policy import Policy
     from cli.ui.confirm import LineApprover
     from cli.ui.trace import RunRecord, RunTrace
@@ -226,8 +228,11 @@ def _run(
     )
     record = RunRecord(model=agent.settings.model)
     trace = RunTrace(console, record, show_thinking=agent.settings.think)
+    audit_log = session_log(terminal.environ, agent.policy.cwd)
     try:
-        trace.consume(agent.run([], text))
+        # closing(): on Ctrl-C the audit wrapper records the call that was cut short.
+        with contextlib.closing(audited(agent.run([], text), audit_log)) as events:
+            trace.consume(events)
     except (AgentError, KeyboardInterrupt) as exc:
         if as_json:
             record.answer = trace.partial_answer
@@ -291,6 +296,7 @@ def _chat(
     from rich.console import Console
     from rich.markup import escape
 
+    from cli.audit import session_log
     from cli.config import data_dir, state_dir
     from cli.sessions import SessionStore
     from cli.ui.approve import ChatApprover
@@ -329,10 +335,137 @@ def _chat(
         approver,
         store,
         history_file=state_dir(terminal.environ) / "history",
+        audit_log=session_log(terminal.environ, agent.policy.cwd),
     )
     if resume:
         session.load(name)
     return session.run()
+
+
+# -- agent audit ----------------------------------------------------------------------------
+
+audit_app = typer.Typer(
+    name="audit",
+    help="The audit log: one record per tool call, chained by hashes "
+    "($XDG_STATE_HOME/metona-agent/audit.jsonl).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(audit_app)
+
+AuditFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--file", help="The log to read (default: $XDG_STATE_HOME/metona-agent/audit.jsonl)."
+    ),
+]
+
+
+@audit_app.command(
+    "verify",
+    help="Check every record's hash and the chain between them. Exit codes: 0 intact, "
+    "1 broken (the first broken line is named) or unreadable.",
+)
+def audit_verify(ctx: typer.Context, file: AuditFileOpt = None) -> None:
+    terminal = Terminal.from_process()
+    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+        from cli.audit import verify
+
+        path = _audit_path(terminal, file)
+        try:
+            check = verify(path)
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+        if not check.intact:
+            raise AgentError(f"{path}, line {check.line}: {check.problem}")
+        plural = "" if check.records == 1 else "s"
+        terminal.stdout.write(f"{check.records} record{plural}, chain intact\n")
+
+
+@audit_app.command(
+    "show",
+    help="The last records, one per line: time (UTC), session, tool, key argument, "
+    "decision (who approved, or the rule that denied), outcome, duration.",
+)
+def audit_show(
+    ctx: typer.Context,
+    count: Annotated[int, typer.Option("-n", min=1, help="How many records.")] = 20,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the records as they are stored, one a line.")
+    ] = False,
+    file: AuditFileOpt = None,
+) -> None:
+    terminal = Terminal.from_process()
+    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+        from cli.audit import tail
+
+        path = _audit_path(terminal, file)
+        try:
+            rows = tail(path, count)
+        except FileNotFoundError:
+            terminal.stderr.write(f"no tool calls recorded yet ({path} does not exist)\n")
+            rows = []
+        except OSError as exc:
+            raise _unreadable(path, exc) from None
+        for number, record in rows:
+            if not as_json:
+                terminal.stdout.write(_audit_row(number, record) + "\n")
+            elif record is not None:
+                terminal.stdout.write(json.dumps(record) + "\n")
+            else:
+                terminal.stderr.write(f"line {number}: {_NOT_A_RECORD}\n")
+
+
+_NOT_A_RECORD = "not an audit record (see agent audit verify)"
+
+
+def _audit_path(terminal: Terminal, file: str | None) -> Path:
+    from cli.audit import default_path
+
+    return Path(file).expanduser() if file else default_path(terminal.environ)
+
+
+def _unreadable(path: Path, exc: OSError) -> AgentError:
+    if isinstance(exc, FileNotFoundError):
+        return AgentError(f"no audit log at {path}: it is written on the first tool call")
+    return AgentError(f"cannot read the audit log {path}: {exc.strerror or exc}")
+
+
+def _audit_row(number: int, record: Mapping[str, Any] | None) -> str:
+    """One record as a line. Every field is model-supplied or editable, so each is sanitised
+    before it reaches the terminal."""
+    from cli.ui.text import KEY_ARGUMENT, sanitize
+
+    if record is None:
+        return f"line {number}: {_NOT_A_RECORD}"
+
+    def column(value: object, width: int) -> str:
+        text = sanitize(str(value))
+        return f"{text[: width - 1]}…" if len(text) > width else f"{text:<{width}}"
+
+    tool = str(record.get("tool"))
+    arguments = record.get("arguments")
+    key = arguments.get(KEY_ARGUMENT.get(tool, ""), "") if isinstance(arguments, dict) else ""
+    if isinstance(key, dict):  # summarised: size and hash
+        key = f"<{key.get('bytes')} bytes>"
+    if record.get("decision") == "allow":
+        verdict = f"allow ({record.get('approved_by')})"
+    elif record.get("decision") == "deny":
+        verdict = f"deny ({record.get('rule')})"
+    else:
+        verdict = "undecided"
+    duration = record.get("duration_ms")
+    return " ".join(
+        (
+            column(str(record.get("time", ""))[:19].replace("T", " "), 19),
+            column(str(record.get("session", ""))[:8], 8),
+            column(tool, 16),
+            column(key, 48),
+            column(verdict, 22),
+            column(record.get("outcome"), 11),
+            "-" if duration is None else f"{duration} ms",
+        )
+    )
 
 
 def read_prompt(prompt: str, stdin: TextIO, max_bytes: int) -> str:

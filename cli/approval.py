@@ -42,7 +42,8 @@ def refuse_without_terminal(request: ApprovalRequest) -> Approval:
 class UnattendedApprover:
     """`--yes`: approve asks for the tools in policy.unattended, never one that reaches
     outside the allowed dirs (--yes never widens what is reachable) nor one that needs a
-    person (protected files, commands on the deny list); pass the rest on."""
+    person (protected files, the agent's own config, hard links, commands on the deny list);
+    pass the rest on."""
 
     def __init__(self, unattended: Collection[str], fallback: Approver) -> None:
         self.unattended = frozenset(unattended)

@@ -36,11 +36,24 @@ SETTINGS = ("allow", "ask", "deny")
 SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
 
+# Names of files that hold secrets: never read, written or searched. A few overlap (`credentials`
+# already covers .git-credentials and .aws/credentials); the specific ones stay so that a user
+# who trims the broad words keeps them in view. SSH key names match anywhere, `.pub` included,
+# as the seed's `id_rsa` did: a public key is no secret, but an agent has no use for one, it
+# names its owner across hosts, and an exception for `.pub` would also let `id_rsa.pub.bak`-like
+# copies of the private key through.
 DEFAULT_SENSITIVE = (
-    r"\.env$",
+    r"\.env$",  # .env and prod.env, as the seed had it
+    r"(^|/)\.env[^/]*$",  # .env*: .env.local, .env.production, .envrc; not environment.py
+    r"(^|/)[._]netrc$",
+    r"(^|/)\.git-credentials$",
+    r"(^|/)\.npmrc$",
+    r"(^|/)\.pypirc$",
+    r"(^|/)\.aws/credentials$",
+    r"id_(rsa|dsa|ecdsa|ed25519)",
     r"\.pem$",
     r"\.key$",
-    r"id_rsa",
+    r"\.(p12|pfx)$",  # PKCS#12 bundles hold a private key
     r"\.gnupg",
     r"credentials",
     r"password",
@@ -55,6 +68,9 @@ DEFAULT_PROTECTED = (
     r"(^|/)\.git/hooks(/|$)",
     r"(^|/)\.git/config$",
     r"(^|/)\.config/metona-agent(/|$)",
+    r"(^|/)\.vscode/(settings|tasks|launch)\.json$",
+    r"(^|/)\.cursor/(mcp\.json|rules)",
+    r"(^|/)\.github/workflows/",
 )
 
 # The seed's command deny list, as case-insensitive regular expressions searched anywhere in

@@ -1,5 +1,5 @@
 """Turning a model-supplied path string into the real locations it names (pure, no I/O but
-`realpath`'s own lookups).
+`realpath`'s own lookups and one `lstat` of the result).
 
 Containment is always by whole path components (`/ws_evil` is not inside `/ws`), never by
 string prefix: that prefix bug is CVE-2025-53110 in the MCP filesystem server.
@@ -8,6 +8,7 @@ string prefix: that prefix bug is CVE-2025-53110 in the MCP filesystem server.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux; longer strings are confusion, not paths
@@ -15,6 +16,15 @@ MAX_PATH_CHARS = 4096  # PATH_MAX on Linux; longer strings are confusion, not pa
 
 class PathError(ValueError):
     """The string cannot be used as a path; the message tells the model what to send."""
+
+
+@dataclass(frozen=True)
+class FileId:
+    """Which regular file a path named when it was checked, and how many names it had."""
+
+    device: int
+    inode: int
+    links: int
 
 
 @dataclass(frozen=True)
@@ -27,12 +37,16 @@ class ResolvedPath:
               so a new file is the real path of its nearest existing parent plus its name
     entry     the real path of the parent plus the last name, the last symlink not followed:
               where the directory entry itself lives (what delete removes)
+    file      the regular file at `real` when it was checked (None: missing or not a regular
+              file). A hard link keeps `real` inside while the data lives on elsewhere:
+              `links > 1` is the only tell, and the tools compare it at use.
     """
 
     given: str
     absolute: str
     real: str
     entry: str
+    file: FileId | None = None
 
     @property
     def forms(self) -> tuple[str, ...]:
@@ -70,7 +84,18 @@ def resolve_path(raw: str, cwd: str, home: str) -> ResolvedPath:
     real = os.path.realpath(joined)
     parent, leaf = os.path.split(absolute)
     entry = absolute if not leaf else os.path.join(os.path.realpath(parent), leaf)
-    return ResolvedPath(raw, absolute, real, entry)
+    return ResolvedPath(raw, absolute, real, entry, file_id(real))
+
+
+def file_id(path: str) -> FileId | None:
+    """The regular file at `path` (not following a last symlink), or None."""
+    try:
+        info = os.lstat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return FileId(info.st_dev, info.st_ino, info.st_nlink)
 
 
 def is_within(path: str, root: str) -> bool:
@@ -78,6 +103,13 @@ def is_within(path: str, root: str) -> bool:
     if root == "/":
         return path.startswith("/")
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def root_of(path: str, roots: tuple[str, ...]) -> str | None:
+    """The innermost of `roots` that holds `path`, or None: the directory a file operation
+    is anchored to, so that it cannot leave it."""
+    holding = [r for r in roots if is_within(path, r)]
+    return max(holding, key=len) if holding else None
 
 
 def display_path(path: str, cwd: str) -> str:

@@ -1,21 +1,21 @@
 """decide(tool, arguments) → allow | ask | deny, with the reason and the rule that decided.
 
-Pure: reads the file system only to resolve symlinks. The order of the rules is a contract
-(README "Policy"): unknown/disabled tool → blocked or sensitive path → outside the allowed
-dirs → command rules → the tool's setting.
+Pure: reads the file system only to resolve symlinks and count hard links. The order of the
+rules is a contract (README "Policy"): unknown/disabled tool → blocked or sensitive path →
+outside the allowed dirs → hard link, protected file → command rules → the tool's setting.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cli.commands import matches_allow
 from cli.config import READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, PolicyConfig
-from cli.paths import PathError, ResolvedPath, expand_user, is_within, resolve_path
+from cli.paths import PathError, ResolvedPath, expand_user, is_within, resolve_path, root_of
 
 Action = Literal["allow", "ask", "deny"]
 
@@ -31,6 +31,8 @@ PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
 }
 # These change things, so they are held to the allowed dirs; reads outside only ask.
 _CONFINED = WRITE_TOOLS | {"run_command"}
+# These open a file's content, so a file with other names (hard links) must be asked about.
+_CONTENT_TOOLS = frozenset({"read_file", "write_file"})
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,8 @@ class Decision:
     rule: str  # which rule decided: a stable word for logs, tests and the audit trail
     outside_allowed: bool = False  # --yes never approves these
     paths: Mapping[str, ResolvedPath] = field(default_factory=dict)
-    # Only a person may say yes: not --yes, not an earlier "always" (protected files,
-    # commands matching the deny list).
+    # Only a person may say yes: not --yes, not an earlier "always" (protected files, the
+    # agent's own config, files with hard links, commands matching the deny list).
     needs_human: bool = False
     warnings: tuple[str, ...] = ()  # shown in the confirmation
 
@@ -49,7 +51,18 @@ class Decision:
 class Policy:
     """The user's YAML policy, with every directory resolved once at start."""
 
-    def __init__(self, config: PolicyConfig, cwd: str, home: str) -> None:
+    def __init__(
+        self,
+        config: PolicyConfig,
+        cwd: str,
+        home: str,
+        config_path: str | None = None,
+        private_dirs: Sequence[str] = (),
+    ) -> None:
+        """`config_path`: the config file this policy came from, if any; writes to it always
+        need a person, like protected_patterns. `private_dirs`: the agent's own state (audit
+        log, backups, trash, sessions), blocked like blocked_dirs so that no tool, and so no
+        model, can rewrite the record of what it did or plant a backup for `agent undo`."""
         self.config = config
         self.home = home
         self.cwd = os.path.realpath(cwd)
@@ -59,12 +72,21 @@ class Policy:
         # A blocked dir is checked both as written and with its symlinks resolved, so that
         # neither /etc nor the /private/etc it may point to slips through.
         blocked: list[str] = []
-        for d in config.blocked_dirs:
+        for d in (*config.blocked_dirs, *private_dirs):
             if d.strip():
                 blocked += [os.path.normpath(self._absolute(d)), self._real(d)]
         self.blocked_dirs = tuple(dict.fromkeys(blocked))
         self.sensitive = tuple(re.compile(p, re.IGNORECASE) for p in config.sensitive_patterns)
         self.command_deny = tuple(re.compile(p, re.IGNORECASE) for p in config.commands.deny)
+        self.protected = tuple(re.compile(p, re.IGNORECASE) for p in config.protected_patterns)
+        # Both the file and, if the path given is a symlink, the link: deleting the link would
+        # drop the config just as well.
+        self.config_files: tuple[str, ...] = ()
+        if config_path:
+            absolute = os.path.normpath(self._absolute(config_path))
+            parent, name = os.path.split(absolute)
+            entry = os.path.join(os.path.realpath(parent), name)
+            self.config_files = tuple(dict.fromkeys((os.path.realpath(absolute), entry)))
 
     # -- settings -------------------------------------------------------------------------
 
@@ -116,23 +138,7 @@ class Policy:
                 return Decision("deny", denial[0], denial[1], paths=paths)
         outside = [p for p in paths.values() if not self.is_allowed(p)]
         if outside:
-            where = outside[0].real
-            if tool in _CONFINED:
-                return Decision(
-                    "deny",
-                    f"{where} is outside the allowed directories ({self._allowed_text()}); "
-                    f"{tool} may only change things inside them",
-                    "outside_allowed",
-                    outside_allowed=True,
-                    paths=paths,
-                )
-            return Decision(
-                "ask",
-                f"{where} is outside the allowed directories ({self._allowed_text()})",
-                "outside_allowed",
-                outside_allowed=True,
-                paths=paths,
-            )
+            return self._outside_decision(tool, outside[0], paths)
         if tool == "delete_file":
             root = next((d for d in self.allowed_dirs if paths["path"].entry == d), None)
             if root:
@@ -142,6 +148,9 @@ class Policy:
                     "allowed_root",
                     paths=paths,
                 )
+        caution = self._caution(tool, paths)
+        if caution:
+            return Decision("ask", caution[0], caution[1], paths=paths, needs_human=True)
         if tool == "run_command":
             return self._command_decision(str(arguments.get("command", "")), setting, paths)
         if setting == "allow":
@@ -155,6 +164,26 @@ class Policy:
         return all(
             any(is_within(form, d) for d in self.allowed_dirs) for form in (path.real, path.entry)
         )
+
+    def root_of(self, path: str) -> str | None:
+        """The allowed dir holding `path` (the innermost), or None: what a file operation is
+        anchored to (ToolContext.roots carries the same dirs to the tools)."""
+        return root_of(path, self.allowed_dirs)
+
+    def protection(self, path: ResolvedPath, tool: str) -> str | None:
+        """Why a write to `path` needs a person, or None. Such a write could loosen this
+        agent's own policy or plant code that runs later: the agent's config, shell start-up
+        files, git hooks and config (protected_patterns). Copilot CVE-2025-53773 and Cursor
+        CVE-2025-54135/54136 were agents writing exactly such files on an injected prompt."""
+        if any(form in self.config_files for form in path.forms):
+            return "this agent's own config file"
+        # A recursive delete of a directory holding the config removes it too.
+        if tool == "delete_file" and any(is_within(c, path.entry) for c in self.config_files):
+            return "a directory holding this agent's own config file"
+        forms = (path.given, *path.forms)
+        if any(p.search(form) for p in self.protected for form in forms):
+            return "protected (policy.protected_patterns)"
+        return None
 
     def is_sensitive(self, path: str) -> bool:
         return any(p.search(path) for p in self.sensitive)
@@ -179,6 +208,45 @@ class Policy:
                     f"{path.given} looks like a secret (matches policy.sensitive_patterns); "
                     "it is never read or written",
                     "sensitive",
+                )
+        return None
+
+    def _outside_decision(
+        self, tool: str, where: ResolvedPath, paths: dict[str, ResolvedPath]
+    ) -> Decision:
+        allowed = self._allowed_text()
+        if tool in _CONFINED:
+            return Decision(
+                "deny",
+                f"{where.real} is outside the allowed directories ({allowed}); "
+                f"{tool} may only change things inside them",
+                "outside_allowed",
+                outside_allowed=True,
+                paths=paths,
+            )
+        return Decision(
+            "ask",
+            f"{where.real} is outside the allowed directories ({allowed})",
+            "outside_allowed",
+            outside_allowed=True,
+            paths=paths,
+        )
+
+    def _caution(self, tool: str, paths: Mapping[str, ResolvedPath]) -> tuple[str, str] | None:
+        """Why only a person may approve this call (reason, rule), or None."""
+        for path in paths.values():
+            if tool in _CONTENT_TOOLS and path.file is not None and path.file.links > 1:
+                return (
+                    f"{path.given} has {path.file.links - 1} other name(s) (hard links), which "
+                    "may be outside the allowed directories: its content is shared with them",
+                    "hard_link",
+                )
+            what = self.protection(path, tool) if tool in WRITE_TOOLS else None
+            if what:
+                return (
+                    f"{path.given} is {what}: writing it can loosen this agent's policy or "
+                    "plant code that runs later, so a person must confirm",
+                    "protected",
                 )
         return None
 

@@ -74,7 +74,8 @@ class SessionStore:
     def names(self) -> list[str]:
         """Saved sessions, the most recently saved first."""
         try:
-            entries = [e for e in os.scandir(self.directory) if e.name.endswith(".json")]
+            with os.scandir(self.directory) as it:
+                entries = [e for e in it if e.name.endswith(".json")]
         except FileNotFoundError:
             return []
         entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)

@@ -10,10 +10,11 @@ from datetime import date
 
 from cli.agent import Agent, AgentSettings
 from cli.approval import Approver
-from cli.config import Config, find_config, load_config, resolve_host
+from cli.config import Config, data_dir, find_config, load_config, resolve_host, state_dir
 from cli.ollama import OllamaClient
 from cli.policy import Policy
 from cli.prompt import Surroundings
+from cli.sandbox import SandboxSpec
 from cli.tools import ToolContext
 
 
@@ -47,7 +48,8 @@ def build_agent(
     client = OllamaClient(
         host, timeout=config.ollama.timeout, api_key=environ.get("OLLAMA_API_KEY") or None
     )
-    policy = Policy(config.policy, cwd, home)
+    private = [str(state_dir(environ)), str(data_dir(environ))]
+    policy = Policy(config.policy, cwd, home, config_path=config.source, private_dirs=private)
     settings = AgentSettings(
         model=choices.model or config.ollama.model,
         think=config.ollama.think if choices.think is None else choices.think,
@@ -58,7 +60,14 @@ def build_agent(
         max_answer_chars=config.agent.max_answer_chars,
     )
     context = ToolContext(
-        cwd=policy.cwd, limits=config.policy.limits, hides=policy.hides, environ=dict(environ)
+        cwd=policy.cwd,
+        limits=config.policy.limits,
+        hides=policy.hides,
+        environ=dict(environ),
+        roots=policy.allowed_dirs,
+        sandbox=SandboxSpec(
+            config.policy.commands.sandbox, policy.allowed_dirs, policy.blocked_dirs, home
+        ),
     )
     surroundings = Surroundings(
         policy.cwd,

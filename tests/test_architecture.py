@@ -10,6 +10,9 @@ from pathlib import Path
 CORE = [
     "cli.agent",
     "cli.approval",
+    "cli.audit",
+    "cli.changes",
+    "cli.sessions",
     "cli.commands",
     "cli.config",
     "cli.context",

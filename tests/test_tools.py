@@ -45,6 +45,7 @@ class Tools:
             limits=self.policy.config.limits,
             hides=self.policy.hides,
             environ=dict(self.environ),
+            roots=self.policy.allowed_dirs,
         )
 
     def run(self, name: str, args: dict[str, Any]) -> Result:
@@ -1116,18 +1117,35 @@ def test_command_non_zero_exit(shell: Tools) -> None:
     assert "timedOut" not in result
 
 
+def host_pids(argv: list[str]) -> list[int]:
+    """Host pids of live (non-zombie) processes whose command line is exactly `argv`."""
+    wanted = ("\0".join(argv) + "\0").encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            name = entry.name
+            if name.isdigit() and (entry / "cmdline").read_bytes() == wanted:
+                found += [] if process_gone(int(name), wait=0) else [int(name)]
+        except OSError:
+            pass  # exited while we looked
+    return found
+
+
 def test_command_timeout_kills_the_process_group(shell: Tools, workspace: Path) -> None:
+    # The sandbox has a PID namespace of its own, so `$!` inside is no host pid: the
+    # background child is found by its command line, made unique with the duration.
+    marker = f"{30 + os.getpid() % 1000 / 1000:.3f}"
     started = time.monotonic()
-    result = shell.run(
-        "run_command", {"command": "sleep 30 & echo $! > bg.pid; wait", "timeout": 300}
-    )
+    result = shell.run("run_command", {"command": f"sleep {marker} & wait", "timeout": 300})
     elapsed = time.monotonic() - started
     assert elapsed < 3, elapsed
     assert result["success"] is False
     assert result["timedOut"] is True
     assert "timed out after 300 ms" in result["error"]
-    pid = int((workspace / "bg.pid").read_text())
-    assert process_gone(pid), f"background child {pid} still runs"
+    deadline = time.monotonic() + 3
+    while host_pids(["sleep", marker]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_pids(["sleep", marker]) == [], "the background child still runs"
 
 
 def test_command_simple_timeout(shell: Tools) -> None:

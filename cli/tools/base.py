@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cli.config import LimitsConfig
-from cli.paths import ResolvedPath, display_path
+from cli.paths import ResolvedPath, display_path, root_of
+from cli.sandbox import SandboxSpec
 
 Result = dict[str, Any]
 
@@ -31,9 +32,18 @@ class ToolContext:
     hides: Callable[[str], bool] = lambda _path: False
     environ: Mapping[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
+    # The allowed dirs, resolved (the policy's `allowed_dirs`): a file operation stays beneath
+    # the one holding its path (fsops). Empty: beneath "/", still never through a symlink.
+    roots: tuple[str, ...] = ()
+    # How run_command is sandboxed; None: the strictest default (auto, only cwd writable).
+    sandbox: SandboxSpec | None = None
 
     def show(self, path: str) -> str:
         return display_path(path, self.cwd)
+
+    def root_of(self, path: str) -> str | None:
+        """The allowed dir holding `path`, or None (a read outside them, approved)."""
+        return root_of(path, self.roots)
 
 
 Runner = Callable[[ToolContext, Mapping[str, Any], Mapping[str, ResolvedPath]], Result]

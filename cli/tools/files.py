@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import base64
-import errno
-import os
-import shutil
-import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,7 +25,8 @@ from cli.tools.base import (
 def read_file(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
-    path = paths["path"].real
+    checked = paths["path"]
+    path = checked.real
     shown = ctx.show(path)
     encoding = args.get("encoding", "utf-8")
     start, end = args.get("start_line"), args.get("end_line")
@@ -39,7 +36,7 @@ def read_file(
         raise ToolError("end_line counts from 1")
     if start is not None and end is not None and end < start:
         raise ToolError(f"end_line ({end}) is before start_line ({start})")
-    file = fsops.read_regular(path, shown, ctx.limits.max_read_bytes)
+    file = fsops.read(fsops.target(ctx, path, checked.file), ctx.limits.max_read_bytes)
     if encoding == "base64":
         return {
             "success": True,
@@ -122,8 +119,8 @@ READ_FILE = Tool(
 def write_file(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
-    path = paths["path"].real
-    shown = ctx.show(path)
+    checked = paths["path"]
+    path = checked.real  # a symlink inside the allowed dirs is written through, not replaced
     try:
         data = args["content"].encode("utf-8")
     except UnicodeEncodeError:
@@ -132,30 +129,8 @@ def write_file(
         ) from None
     if len(data) > ctx.limits.max_write_bytes:
         raise fsops.too_large("content", len(data), ctx.limits.max_write_bytes)
-    if os.path.isdir(path):
-        raise ToolError(f"{shown} is a directory; give a file path")
-    parent = os.path.dirname(path)
-    _make_dirs(parent, ctx.show(parent))
-    try:
-        created = fsops.atomic_write(path, data)
-    except OSError as exc:
-        raise fsops._os_error(exc, shown) from None
+    created = fsops.write(fsops.target(ctx, path, checked.file), data)
     return {"success": True, "path": path, "bytesWritten": len(data), "created": created}
-
-
-def _make_dirs(path: str, shown: str) -> bool:
-    """mkdir -p; True when something was created."""
-    if os.path.isdir(path):
-        return False
-    try:
-        os.makedirs(path, exist_ok=True)
-    except FileExistsError:
-        raise ToolError(f"{shown} exists and is not a directory") from None
-    except OSError as exc:
-        if exc.errno == errno.ENOTDIR:
-            raise ToolError(f"a part of {shown} is a file, not a directory") from None
-        raise fsops._os_error(exc, shown) from None
-    return True
 
 
 WRITE_FILE = Tool(
@@ -179,7 +154,7 @@ def create_directory(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
     path = paths["path"].real
-    created = _make_dirs(path, ctx.show(path))
+    created = fsops.make_dirs(fsops.target(ctx, path))
     return {"success": True, "path": path, "created": created}
 
 
@@ -200,49 +175,14 @@ def delete_file(
     # The entry itself, its last component not followed: deleting a symlink removes the link,
     # never what it points to.
     path = paths["path"].entry
-    shown = ctx.show(path)
     try:
-        info = os.lstat(path)
-    except OSError as exc:
-        raise fsops._os_error(exc, shown) from None
-    result: Result = {"success": True, "path": path, "deleted": True}
-    try:
-        if stat.S_ISDIR(info.st_mode):
-            if args.get("recursive"):
-                result["removed"] = count_tree(path)
-                # rmtree never follows symlinks, and on Linux uses fd-based walking that is
-                # safe against a directory being swapped for a link mid-way.
-                shutil.rmtree(path)
-            else:
-                try:
-                    os.rmdir(path)
-                except OSError as exc:
-                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                        raise ToolError(
-                            f"{shown} is a directory that is not empty; pass recursive: true "
-                            "to delete it with everything in it"
-                        ) from None
-                    raise
-            result["type"] = "directory"
-        else:
-            os.unlink(path)
-            result["type"] = "symlink" if stat.S_ISLNK(info.st_mode) else "file"
-    except OSError as exc:
-        raise fsops._os_error(exc, shown) from None
-    fsops.fsync_dir(os.path.dirname(path))
+        removed = fsops.remove(fsops.target(ctx, path), recursive=bool(args.get("recursive")))
+    except fsops.NotEmpty as exc:
+        raise ToolError(f"{exc}; pass recursive: true to delete it with everything in it") from None
+    result: Result = {"success": True, "path": path, "deleted": True, "type": removed.kind}
+    if removed.counts is not None:
+        result["removed"] = removed.counts
     return result
-
-
-def count_tree(path: str) -> dict[str, int]:
-    """Files and directories below `path` (links counted as files, never followed)."""
-    files = dirs = 0
-    for root, dirnames, filenames in os.walk(path, followlinks=False):
-        # os.walk lists links to directories among dirnames (without entering them); only
-        # the link goes, so it counts as a file.
-        links = sum(1 for d in dirnames if os.path.islink(os.path.join(root, d)))
-        dirs += len(dirnames) - links
-        files += len(filenames) + links
-    return {"files": files, "directories": dirs + 1}
 
 
 DELETE_FILE = Tool(

@@ -1,18 +1,82 @@
-"""The few file-system operations tools are built on, each safe against the usual traps:
-special files that block, symlinks swapped in at the last component, half-written files.
+"""The file-system operations tools are built on, race-free against the usual traps.
+
+The policy checks a path with every symlink resolved; the operation then uses exactly that
+path. It opens the allowed directory holding it (the *root*) once and reaches the path beneath
+it without following any symlink, then works through directory fds (`*at` calls). A symlink met
+on the way was not there at the check: someone swapped it in between check and use, as in the
+MCP filesystem server's advisories after CVE-2025-53109 (there, a parent directory swapped for
+a link between check and write). We refuse; we never follow.
+
+Two ways to reach a path, with the same meaning:
+- `openat2` (Linux >= 5.6) with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS:
+  the kernel refuses `..` above the root, absolute paths and every symlink, in one call.
+  NO_SYMLINKS, not only BENEATH: a link swapped in that stays beneath the root could still
+  lead to a file the policy never saw (a secret, `.git/config`).
+- a walk, one component at a time, each opened with O_NOFOLLOW and checked to be a directory:
+  where openat2 is missing (ENOSYS), refused by a seccomp profile, or on other systems.
+Tests run both: `use_openat2 = False` forces the walk.
+
+Special files: only regular files are read or written. Their type is checked with lstat before
+opening (opening a device can act: /dev/watchdog arms a reboot), opened O_NONBLOCK (a FIFO
+would block) and checked again with fstat. Caps apply to what is read: /proc files say size 0.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
+import platform
+import shutil
 import stat
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from cli.tools.base import ToolError
+from cli.paths import FileId, file_id, is_within
+from cli.tools.base import ToolContext, ToolError
 
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 BINARY_SNIFF_BYTES = 8192
+MAX_DELETE_DEPTH = 256  # levels a recursive delete goes down (rmtree recurses once per level)
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# O_PATH (Linux) opens a directory for lookups only: no read permission needed, nothing run.
+_O_PATH = getattr(os, "O_PATH", 0)
+_DIR_FLAGS = (_O_PATH or os.O_RDONLY) | os.O_DIRECTORY | _CLOEXEC
+# One walk step. Not O_DIRECTORY: with O_PATH|O_NOFOLLOW a symlink would then fail as ENOTDIR,
+# hiding what it is; fstat tells instead.
+_STEP_FLAGS = (_O_PATH or os.O_RDONLY | os.O_NONBLOCK) | os.O_NOFOLLOW | _CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
+_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+
+# openat2(2): the syscall number is the same on both (new syscalls share one table since 5.1).
+_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_BENEATH = 0x08
+_RESOLVE = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS
+
+# False forces the component walk even where openat2 works (tests run both ways).
+use_openat2 = True
+
+
+def _no_hook(path: str) -> None:
+    """The default `before_use`: nothing happens between check and use."""
+
+
+# Called with the checked path after the policy's check, just before the file system is
+# touched: the race window. Tests swap a symlink in here to prove it is refused.
+before_use: Callable[[str], None] = _no_hook
+
+
+class NotEmpty(ToolError):
+    """A directory that is not empty was to be removed without `recursive`."""
+
+
+class HardLinked(ToolError):
+    """A regular file has hard links it did not have when the policy checked it."""
 
 
 @dataclass(frozen=True)
@@ -20,6 +84,546 @@ class FileData:
     data: bytes
     size: int  # what fstat said; /proc files say 0 and still have data
     mode: int
+
+
+@dataclass(frozen=True)
+class Removed:
+    kind: str  # "file", "symlink" or "directory"
+    counts: dict[str, int] | None = None  # a recursive delete: files and directories removed
+
+
+@dataclass(frozen=True)
+class Target:
+    """A checked path and the directory it must stay beneath.
+
+    path     absolute, every symlink resolved by the policy (ResolvedPath.real, or .entry for
+             what delete removes)
+    root     the allowed dir holding it; "/" for a read outside them that a person approved
+    shown    how messages name it
+    checked  the regular file the policy saw there (ResolvedPath.file), for the hard-link check
+    """
+
+    path: str
+    root: str
+    shown: str
+    checked: FileId | None = None
+
+    def __post_init__(self) -> None:
+        if not os.path.isabs(self.path) or not is_within(self.path, self.root):
+            raise ValueError(f"{self.path} is not below {self.root}")
+        if any(part in ("", ".", "..") for part in self.parts):
+            raise ValueError(f"{self.path} is not a normalized path")
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The names from the root down to the path; () for the root itself."""
+        below = self.path[len(self.root) :] if self.root != "/" else self.path
+        return tuple(below.strip("/").split("/")) if below.strip("/") else ()
+
+
+def target(ctx: ToolContext, path: str, checked: FileId | None = None) -> Target:
+    """The Target for a path the policy checked, anchored to the allowed dir holding it."""
+    return Target(path, ctx.root_of(path) or "/", ctx.show(path), checked)
+
+
+# -- reaching a path -------------------------------------------------------------------------
+
+
+@functools.cache
+def _openat2() -> Callable[[int, str, int], int] | None:
+    """The openat2 system call through ctypes, or None where this machine cannot make it."""
+    number = _SYS_OPENAT2.get(platform.machine()) if sys.platform == "linux" else None
+    if number is None:
+        return None
+    import ctypes  # here: only the first file operation pays for it
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    # All longs: syscall(2) is variadic and reads each argument as a full register.
+    syscall.argtypes = [
+        ctypes.c_long,
+        ctypes.c_long,
+        ctypes.c_char_p,
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+    ]
+
+    class OpenHow(ctypes.Structure):  # struct open_how {u64 flags; u64 mode; u64 resolve;}
+        _fields_ = [
+            ("flags", ctypes.c_uint64),
+            ("mode", ctypes.c_uint64),
+            ("resolve", ctypes.c_uint64),
+        ]
+
+    def call(dir_fd: int, path: str, flags: int) -> int:
+        how = OpenHow(flags, 0, _RESOLVE)
+        fd = syscall(number, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
+        if fd < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), path)
+        return int(fd)
+
+    return call
+
+
+@functools.cache
+def openat2_available() -> bool:
+    """Whether this kernel answers openat2 (probed once): ENOSYS before 5.6, EPERM or ENOSYS
+    where a seccomp profile (older container runtimes) refuses syscalls it does not know."""
+    call = _openat2()
+    if call is None:
+        return False
+    top = os.open("/", _DIR_FLAGS)
+    try:
+        os.close(call(top, ".", _DIR_FLAGS))
+    except OSError:
+        return False
+    finally:
+        os.close(top)
+    return True
+
+
+def _kernel_resolves() -> Callable[[int, str, int], int] | None:
+    return _openat2() if use_openat2 and openat2_available() else None
+
+
+def _step(dir_fd: int, name: str) -> int:
+    """The directory `name` in dir_fd, opened without following a symlink."""
+    call = _kernel_resolves()
+    if call is not None:
+        return call(dir_fd, name, _DIR_FLAGS)
+    fd = os.open(name, _STEP_FLAGS, dir_fd=dir_fd)
+    try:
+        mode = os.fstat(fd).st_mode
+    except BaseException:
+        os.close(fd)
+        raise
+    if stat.S_ISDIR(mode):
+        return fd
+    os.close(fd)
+    code = errno.ELOOP if stat.S_ISLNK(mode) else errno.ENOTDIR
+    raise OSError(code, os.strerror(code), name)
+
+
+def _reach(dir_fd: int, parts: Sequence[str]) -> int:
+    """A new fd for the directory `parts` below dir_fd, reached without following any symlink
+    and without leaving dir_fd."""
+    if not parts:
+        return os.open(".", _DIR_FLAGS, dir_fd=dir_fd)
+    call = _kernel_resolves()
+    if call is not None:
+        return call(dir_fd, "/".join(parts), _DIR_FLAGS)
+    current = os.open(".", _DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        for name in parts:
+            following = _step(current, name)
+            os.close(current)
+            current = following
+    except BaseException:
+        os.close(current)
+        raise
+    return current
+
+
+def _open_root(root: str) -> int:
+    """The root, reached from / the same way: the allowed dirs were resolved at start, so a
+    symlink on the way to one appeared since."""
+    top = os.open("/", _DIR_FLAGS)
+    if root == "/":
+        return top
+    try:
+        return _reach(top, root.strip("/").split("/"))
+    finally:
+        os.close(top)
+
+
+def _make_path(dir_fd: int, parts: Sequence[str], shown: str) -> tuple[int, bool]:
+    """mkdir -p of `parts` below dir_fd, one component at a time, each created with mkdirat
+    and then opened like any other (so one swapped for a symlink is refused); the fd of the
+    last, and whether the last was created."""
+    current = os.open(".", _DIR_FLAGS, dir_fd=dir_fd)
+    created = False
+    try:
+        for index, name in enumerate(parts):
+            last = index == len(parts) - 1
+            try:
+                following, created = _step_or_create(current, name)
+            except NotADirectoryError:
+                raise ToolError(
+                    f"{shown} exists and is not a directory"
+                    if last
+                    else f"a part of {shown} ({name}) is a file, not a directory"
+                ) from None
+            os.close(current)
+            current = following
+    except BaseException:
+        os.close(current)
+        raise
+    return current, created
+
+
+def _step_or_create(dir_fd: int, name: str) -> tuple[int, bool]:
+    try:
+        return _step(dir_fd, name), False
+    except FileNotFoundError:
+        pass
+    try:
+        os.mkdir(name, 0o777, dir_fd=dir_fd)
+    except FileExistsError:
+        return _step(dir_fd, name), False  # made meanwhile: _step checks what it is
+    return _step(dir_fd, name), True
+
+
+@contextmanager
+def _located(target: Target, *, make_parents: bool = False) -> Iterator[tuple[int, str]]:
+    root_fd = _open_root(target.root)
+    try:
+        if not target.parts:
+            yield root_fd, "."
+            return
+        *parents, name = target.parts
+        if make_parents:
+            parent = _make_path(root_fd, parents, target.shown)[0]
+        else:
+            parent = _reach(root_fd, parents)
+        try:
+            yield parent, name
+        finally:
+            os.close(parent)
+    finally:
+        os.close(root_fd)
+
+
+@contextmanager
+def _errors(target: Target) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise os_error(exc, target.shown, target.path) from None
+
+
+@contextmanager
+def parent_dir(target: Target, *, make_parents: bool = False) -> Iterator[tuple[int, str]]:
+    """The directory holding target's last name, as an fd reached beneath target.root without
+    following any symlink, and that name ("." for the root itself). Every operation here is
+    built on it; build new ones (a trash move, a backup copy) on it too, using only `*at`
+    calls with the fd and the name. OSErrors inside become ToolErrors naming the target."""
+    before_use(target.path)
+    with _errors(target), _located(target, make_parents=make_parents) as where:
+        yield where
+
+
+# -- operations on a checked path -----------------------------------------------------------
+
+
+def read(target: Target, max_bytes: int) -> FileData:
+    """The regular file at target, at most max_bytes of it (see read_at)."""
+    with parent_dir(target) as (dir_fd, name):
+        return read_at(dir_fd, name, target.shown, max_bytes, target.checked)
+
+
+def write(target: Target, data: bytes) -> bool:
+    """Replace target with `data` atomically, creating missing parent directories. True when
+    the file did not exist before."""
+    if not target.parts:
+        raise ToolError(f"{target.shown} is a directory; give a file path")
+    with parent_dir(target, make_parents=True) as (dir_fd, name):
+        return _write_at(dir_fd, name, data, target.shown, target.checked)
+
+
+def make_dirs(target: Target) -> bool:
+    """mkdir -p beneath target.root, never through a symlink. True when target was created."""
+    before_use(target.path)
+    with _errors(target):
+        root_fd = _open_root(target.root)
+        try:
+            fd, created = _make_path(root_fd, target.parts, target.shown)
+            os.close(fd)
+        finally:
+            os.close(root_fd)
+    return created
+
+
+def lstat(target: Target) -> os.stat_result:
+    """What target's entry is, a last symlink not followed."""
+    with parent_dir(target) as (dir_fd, name):
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def remove(target: Target, *, recursive: bool) -> Removed:
+    """Delete target's entry itself: a symlink is removed, never followed; a directory only
+    when empty, unless `recursive` (then fd by fd with shutil.rmtree, whose Linux walk is
+    safe against a directory swapped for a link mid-way: `rmtree.avoids_symlink_attacks`)."""
+    if not target.parts:
+        raise ToolError(f"{target.shown} is an allowed directory itself; it cannot be deleted")
+    with parent_dir(target) as (dir_fd, name):
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISDIR(info.st_mode):
+            removed = Removed("directory", _remove_dir(dir_fd, name, recursive, target.shown))
+        else:
+            os.unlink(name, dir_fd=dir_fd)
+            removed = Removed("symlink" if stat.S_ISLNK(info.st_mode) else "file")
+        _fsync_dir(dir_fd)
+    return removed
+
+
+@contextmanager
+def open_dir(target: Target, hint: str = "") -> Iterator[int]:
+    """target as a readable directory fd (for os.scandir and walk), reached like the rest."""
+    with parent_dir(target) as (dir_fd, name):
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
+        if not stat.S_ISDIR(mode):
+            raise ToolError(f"{target.shown} is not a directory{hint}")
+        fd = os.open(name, _LIST_FLAGS, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_subdir(dir_fd: int, name: str) -> int | None:
+    """The directory `name` in dir_fd for a walk to enter, or None: never a symlink (O_NOFOLLOW),
+    and nothing that is not a directory gets opened (O_DIRECTORY is checked first)."""
+    try:
+        return os.open(name, _LIST_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+
+
+def read_at(
+    dir_fd: int, name: str, shown: str, max_bytes: int, checked: FileId | None = None
+) -> FileData:
+    """Read the regular file `name` in dir_fd: never a symlink, FIFO, socket or device, never
+    more than max_bytes (one byte more tells it is over), and not one that has gained hard
+    links since `checked` (HardLinked)."""
+    _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
+    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        _require_regular(info.st_mode, shown)
+        check_links(info, checked, shown)
+        if info.st_size > max_bytes:
+            raise too_large(shown, info.st_size, max_bytes)
+        return FileData(_read_capped(fd, shown, max_bytes), info.st_size, info.st_mode)
+    finally:
+        os.close(fd)
+
+
+def check_links(info: os.stat_result, checked: FileId | None, shown: str) -> None:
+    """Refuse a regular file with hard links the policy did not see (and so did not ask
+    about): a hard link keeps the path inside while the data is some file elsewhere."""
+    if info.st_nlink <= 1 or not stat.S_ISREG(info.st_mode):
+        return
+    if checked is not None and checked.links > 1 and _same_file(checked, info):
+        return  # the very file the person was asked about
+    raise HardLinked(
+        f"{shown} has {info.st_nlink - 1} other name(s) (hard links) it did not have when it "
+        "was checked; they may be outside the allowed directories, so it is not used"
+    )
+
+
+def _same_file(checked: FileId, info: os.stat_result) -> bool:
+    return (checked.device, checked.inode) == (info.st_dev, info.st_ino)
+
+
+# -- the pieces ----------------------------------------------------------------------------
+
+
+def _require_regular(mode: int, shown: str) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISLNK(mode):  # the checked path had none here: it changed
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), shown)
+    hint = "; use list_directory" if stat.S_ISDIR(mode) else ""
+    raise ToolError(f"{shown} is {describe_kind(mode)}, not a regular file{hint}")
+
+
+def _read_capped(fd: int, shown: str, max_bytes: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:  # the size grew, or fstat lied (procfs says 0)
+            raise too_large(shown, total, max_bytes)
+
+
+def _write_at(dir_fd: int, name: str, data: bytes, shown: str, checked: FileId | None) -> bool:
+    try:
+        old: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    if old is not None:
+        if stat.S_ISDIR(old.st_mode):
+            raise ToolError(f"{shown} is a directory; give a file path")
+        if stat.S_ISLNK(old.st_mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
+        if not stat.S_ISREG(old.st_mode):
+            raise ToolError(
+                f"{shown} is {describe_kind(old.st_mode)}; only regular files are written"
+            )
+        check_links(old, checked, shown)
+    # The old permissions without set-id bits: the kernel drops those on any write, too.
+    mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
+    _replace(dir_fd, name, data, mode)
+    return old is None
+
+
+def _replace(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+    """Write a temp file beside `name`, fsync, rename over, fsync the directory: the file is
+    wholly old or wholly new whatever happens. The rename replaces whatever entry is at `name`
+    (a symlink planted there is replaced, not followed)."""
+    temp = f".{name[:40]}.metona-tmp-{os.getpid()}-{os.urandom(4).hex()}"
+    # O_EXCL|O_NOFOLLOW: a link planted at the temp name is refused; 0o600 until the content
+    # is complete, so nobody reads a half-written secret.
+    fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _unlink_quietly(dir_fd, temp)
+        raise
+    os.close(fd)
+    try:
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        _unlink_quietly(dir_fd, temp)
+        raise
+    _fsync_dir(dir_fd)
+
+
+def _remove_dir(dir_fd: int, name: str, recursive: bool, shown: str) -> dict[str, int] | None:
+    if not recursive:
+        try:
+            os.rmdir(name, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                raise NotEmpty(f"{shown} is a directory that is not empty") from None
+            raise
+        return None
+    counts = _count_tree(dir_fd, name, shown)
+    try:
+        if sys.version_info >= (3, 11):
+            shutil.rmtree(name, dir_fd=dir_fd)
+        else:  # 3.10's rmtree has no dir_fd; /proc/self/fd/N is the very directory the fd holds
+            shutil.rmtree(f"/proc/self/fd/{dir_fd}/{name}")
+    except RecursionError:  # the tree grew deeper since it was counted
+        raise ToolError(f"{shown} is nested too deeply; it was deleted only in part") from None
+    return counts
+
+
+def _count_tree(dir_fd: int, name: str, shown: str) -> dict[str, int]:
+    """Files and directories in the tree `name` (links counted as files, never followed),
+    walked by fds with O_NOFOLLOW. A tree deeper than MAX_DELETE_DEPTH is refused before
+    anything is deleted: rmtree recurses once per level, and a model can nest that deep."""
+    files, dirs = 0, 1
+    levels: list[tuple[int, Iterator[os.DirEntry[str]]]] = []
+    try:
+        levels.append(_listed(dir_fd, name))
+        while levels:
+            fd, entries = levels[-1]
+            entry = next(entries, None)
+            if entry is None:
+                os.close(levels.pop()[0])
+            elif not entry.is_dir(follow_symlinks=False):
+                files += 1
+            elif len(levels) == MAX_DELETE_DEPTH:
+                raise ToolError(f"{shown} is nested too deeply to delete in one call")
+            else:
+                dirs += 1
+                levels.append(_listed(fd, entry.name))
+    finally:
+        for fd, _ in levels:
+            os.close(fd)
+    return {"files": files, "directories": dirs}
+
+
+def _listed(dir_fd: int, name: str) -> tuple[int, Iterator[os.DirEntry[str]]]:
+    fd = os.open(name, _LIST_FLAGS, dir_fd=dir_fd)
+    try:
+        with os.scandir(fd) as listing:
+            return fd, iter(list(listing))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _fsync_dir(dir_fd: int) -> None:
+    """Make a rename or unlink in the directory durable (an O_PATH fd cannot be fsynced)."""
+    try:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on directories; the rename itself happened
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def _umask() -> int:
+    # Linux shows it in /proc (4.7+); elsewhere reading it means setting it, which is not
+    # thread-safe, so that is the fallback only.
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# -- paths no policy checked (the approval card's diff, session files) ----------------------
+
+
+def read_regular(path: str, shown: str, max_bytes: int) -> FileData:
+    """read() for a path no policy checked: its parent resolved now, its last name never
+    followed, the file it names now being the one read. Raises ToolError."""
+    unchecked = _unchecked(path, shown)
+    with _errors(unchecked), _located(unchecked) as (dir_fd, name):
+        return read_at(dir_fd, name, shown, max_bytes, unchecked.checked)
+
+
+def atomic_write(path: str, data: bytes) -> bool:
+    """write() for a path no policy checked, its parent existing (session files). Keeps the
+    mode of an existing file; True when it did not exist. OSErrors propagate as they are."""
+    unchecked = _unchecked(path, path)
+    with _located(unchecked) as (dir_fd, name):
+        return _write_at(dir_fd, name, data, path, unchecked.checked)
+
+
+def _unchecked(path: str, shown: str) -> Target:
+    absolute = os.path.abspath(path)
+    parent, name = os.path.split(absolute)
+    real = os.path.join(os.path.realpath(parent), name) if name else absolute
+    return Target(real, "/", shown, file_id(real))
+
+
+# -- messages -------------------------------------------------------------------------------
 
 
 def describe_kind(mode: int) -> str:
@@ -36,48 +640,32 @@ def describe_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _os_error(exc: OSError, shown: str) -> ToolError:
+def os_error(exc: OSError, shown: str, path: str | None = None) -> ToolError:
+    """The ToolError for an OSError on `shown` (`path`: the absolute path, to tell a symlink
+    loop from a symlink swapped in)."""
+    if exc.errno in (errno.ELOOP, errno.EXDEV):  # EXDEV: openat2 saw the path leave its root
+        if path is not None and _loops(path):
+            return ToolError(f"{shown} is, or goes through, a symlink loop; refusing")
+        return ToolError(f"{shown} changed while being checked (a symlink appeared); refusing")
     if exc.errno == errno.ENOENT:
         return ToolError(f"{shown} does not exist")
-    if exc.errno == errno.ELOOP:
-        return ToolError(f"{shown} is a symlink that changed or loops; refusing to follow it")
     if exc.errno in (errno.EACCES, errno.EPERM):
         return ToolError(f"permission denied: {shown}")
     if exc.errno == errno.ENOTDIR:
         return ToolError(f"a parent of {shown} is not a directory")
+    if exc.errno == errno.EISDIR:
+        return ToolError(f"{shown} is a directory")
     if exc.errno == errno.ENAMETOOLONG:
         return ToolError(f"{shown}: name too long")
     return ToolError(f"{shown}: {exc.strerror or exc}")
 
 
-def read_regular(path: str, shown: str, max_bytes: int) -> FileData:
-    """Read a regular file of at most `max_bytes` without ever reading more than that, and
-    without blocking on FIFOs or devices (opened non-blocking, checked with fstat first)."""
+def _loops(path: str) -> bool:
     try:
-        fd = os.open(path, _READ_FLAGS)
+        os.stat(path)
     except OSError as exc:
-        raise _os_error(exc, shown) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            hint = "; use list_directory" if stat.S_ISDIR(info.st_mode) else ""
-            raise ToolError(f"{shown} is {describe_kind(info.st_mode)}, not a regular file{hint}")
-        if info.st_size > max_bytes:
-            raise too_large(shown, info.st_size, max_bytes)
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:  # the size grew, or fstat lied (procfs says 0)
-                raise too_large(shown, total, max_bytes)
-        return FileData(b"".join(chunks), info.st_size, info.st_mode)
-    except OSError as exc:
-        raise _os_error(exc, shown) from None
-    finally:
-        os.close(fd)
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def too_large(shown: str, size: int, limit: int) -> ToolError:
@@ -86,72 +674,6 @@ def too_large(shown: str, size: int, limit: int) -> ToolError:
 
 def is_binary(data: bytes) -> bool:
     return b"\x00" in data[:BINARY_SNIFF_BYTES]
-
-
-def atomic_write(path: str, data: bytes) -> bool:
-    """Replace `path` with `data` so that it is either wholly old or wholly new, whatever
-    happens: write a temp file beside it, fsync, rename over, fsync the directory. Keeps the
-    mode of an existing file. Returns True when the file did not exist before."""
-    directory, name = os.path.split(path)
-    try:
-        old = os.lstat(path)
-    except FileNotFoundError:
-        old = None
-    if old is not None and not stat.S_ISREG(old.st_mode):
-        raise ToolError(f"{path} is {describe_kind(old.st_mode)}; only regular files are written")
-    mode = stat.S_IMODE(old.st_mode) if old else 0o666 & ~_umask()
-    temp = os.path.join(directory, f".{name}.metona-tmp-{os.getpid()}-{os.urandom(4).hex()}")
-    # O_EXCL|O_NOFOLLOW: a symlink planted at the temp name is refused, never followed;
-    # 0o600 until the content is complete, so nobody reads a half-written secret.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(temp, flags, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        _unlink_quietly(temp)
-        raise
-    os.close(fd)
-    try:
-        os.replace(temp, path)
-    except BaseException:
-        _unlink_quietly(temp)
-        raise
-    fsync_dir(directory)
-    return old is None
-
-
-def fsync_dir(directory: str) -> None:
-    """Make a rename or unlink in `directory` durable."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse fsync on directories; the rename itself happened
-    finally:
-        os.close(fd)
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def _umask() -> int:
-    # The only portable way to read the umask is to set it; this runs in the main thread only.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def human_size(size: int) -> str:

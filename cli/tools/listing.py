@@ -4,46 +4,33 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
 
 from cli.paths import ResolvedPath
+from cli.tools import fsops
 from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, integer, params, string
-from cli.tools.walk import walk
+from cli.tools.walk import Entry, walk
 
 
 def list_directory(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
     path = paths["path"].real
-    shown = ctx.show(path)
-    if not os.path.exists(path):
-        raise ToolError(f"{shown} does not exist")
-    if not os.path.isdir(path):
-        raise ToolError(f"{shown} is not a directory; use read_file for files")
     recursive = bool(args.get("recursive", False))
     depth = args.get("max_depth", ctx.limits.list_depth) if recursive else 1
     if depth < 1:
         raise ToolError("max_depth must be at least 1")
     extension = normalize_extension(args.get("filter_extension"))
     cap = ctx.limits.max_list_entries
-    entries: list[dict[str, Any]] = []
-    truncated = False
-    for entry in walk(
-        path, max_depth=depth, include_hidden=bool(args.get("include_hidden")), hides=ctx.hides
+    hidden = bool(args.get("include_hidden"))
+    with (
+        fsops.open_dir(fsops.target(ctx, path), "; use read_file for files") as top,
+        closing(walk(top, path, max_depth=depth, include_hidden=hidden, hides=ctx.hides)) as walked,
     ):
-        item = describe(entry.dirent, entry.relative if recursive else entry.dirent.name)
-        if (
-            extension
-            and item["type"] == "file"
-            and not entry.dirent.name.lower().endswith(extension)
-        ):
-            continue
-        if len(entries) == cap:
-            truncated = True
-            break
-        entries.append(item)
+        entries, truncated = _collect(walked, recursive, extension, cap)
     result: Result = {
         "success": True,
         "path": path,
@@ -56,7 +43,27 @@ def list_directory(
     return result
 
 
-def describe(dirent: os.DirEntry[str], name: str) -> dict[str, Any]:
+def _collect(
+    walked: Iterator[Entry], recursive: bool, extension: str | None, cap: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """At most `cap` described entries, and whether there were more."""
+    entries: list[dict[str, Any]] = []
+    for entry in walked:
+        item = describe(entry, entry.relative if recursive else entry.dirent.name)
+        if (
+            extension
+            and item["type"] == "file"
+            and not entry.dirent.name.lower().endswith(extension)
+        ):
+            continue
+        if len(entries) == cap:
+            return entries, True
+        entries.append(item)
+    return entries, False
+
+
+def describe(entry: Entry, name: str) -> dict[str, Any]:
+    dirent = entry.dirent
     try:
         info = dirent.stat(follow_symlinks=False)
     except OSError:
@@ -81,7 +88,7 @@ def describe(dirent: os.DirEntry[str], name: str) -> dict[str, Any]:
     }
     if kind == "symlink":
         try:
-            item["target"] = os.readlink(dirent.path)
+            item["target"] = os.readlink(dirent.name, dir_fd=entry.dir_fd)
         except OSError:
             pass
     return item

@@ -1,16 +1,28 @@
 """run_command (seed §5.1.7): off by default, every run confirmed unless the YAML says
-otherwise. Output is capped while it is read, and a timeout kills the whole process group."""
+otherwise, and every run inside an OS sandbox (cli/sandbox.py) unless the YAML says
+`policy.commands.sandbox: off`. Output is capped while it is read, a timeout kills the whole
+process group, and CPU, memory and process limits hold."""
 
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
+from cli.config import LimitsConfig
 from cli.paths import ResolvedPath
+from cli.sandbox import (
+    SandboxSpec,
+    SandboxUnavailable,
+    cleanup,
+    prepare,
+    setup_failure,
+    spawn,
+)
 from cli.tools.base import Result, Tool, ToolContext, ToolError, integer, params, string
 
 # The child gets these from our environment and nothing else: API tokens, cloud keys and
@@ -28,71 +40,113 @@ ENV_ALLOWLIST = (
     "TMPDIR",
     "PWD",
 )
+_LOCALE = re.compile(r"LC_[A-Z]+")
+# A second net under the allow list: a name that looks like a credential never passes, even
+# if a later edit lets a whole family of names through.
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|^AWS_|^OLLAMA_", re.I)
 
 
 def child_environment(environ: Mapping[str, str], cwd: str) -> dict[str, str]:
-    env = {k: environ[k] for k in ENV_ALLOWLIST if k in environ}
-    env.update({k: v for k, v in environ.items() if k.startswith("LC_")})
+    env = {k: v for k, v in environ.items() if k in ENV_ALLOWLIST or _LOCALE.fullmatch(k)}
+    env = {k: v for k, v in env.items() if not _SECRET_NAME.search(k)}
     env.setdefault("PATH", os.defpath)
     env["PWD"] = cwd
     return env
 
 
+def sandbox_of(ctx: ToolContext) -> SandboxSpec:
+    """The sandbox the wiring configured; without one, the strictest useful default (the
+    working dir writable, nothing else), never "off"."""
+    spec = getattr(ctx, "sandbox", None)
+    if isinstance(spec, SandboxSpec):
+        return spec
+    home = ctx.environ.get("HOME") or os.path.expanduser("~")
+    return SandboxSpec("auto", (os.path.realpath(ctx.cwd),), (), home)
+
+
 def run_command(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
-    command: str = args["command"]
+    cwd = paths["cwd"].real if "cwd" in paths else None
+    return run_command_in(
+        sandbox_of(ctx), ctx, args["command"], cwd=cwd, timeout_ms=args.get("timeout")
+    )
+
+
+def run_command_in(
+    spec: SandboxSpec,
+    ctx: ToolContext,
+    command: str,
+    *,
+    cwd: str | None = None,
+    timeout_ms: int | None = None,
+    available: Collection[str] | None = None,
+) -> Result:
+    """Run `command` with /bin/sh in the sandbox `spec` describes. `available` stands in for
+    the machine's sandbox probes (tests)."""
     if not command.strip():
         raise ToolError("command is empty")
-    cwd = paths["cwd"].real
+    cwd = cwd or ctx.cwd
     if not os.path.isdir(cwd):
         raise ToolError(f"cwd {ctx.show(cwd)} is not a directory")
     limits = ctx.limits
-    timeout_ms = args.get("timeout", limits.command_timeout_ms)
-    if timeout_ms < 1:
-        raise ToolError("timeout is in milliseconds and must be at least 1")
-    timeout_ms = min(timeout_ms, limits.max_command_timeout_ms)
-    started = ctx.clock()
+    timeout_ms = _timeout(limits, timeout_ms)
     try:
-        proc = subprocess.Popen(
-            ["/bin/sh", "-c", command],
-            cwd=cwd,
-            env=child_environment(ctx.environ, cwd),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group, so a timeout kills all of it
-        )
-    except OSError as exc:
-        raise ToolError(f"could not start the command: {exc.strerror or exc}") from None
+        launch = prepare(spec, command, cwd, child_environment(ctx.environ, cwd), limits, available)
+    except SandboxUnavailable as exc:
+        raise ToolError(str(exc)) from None
     try:
-        out, err, timed_out = _collect(
-            proc, started + timeout_ms / 1000, limits.max_command_output_bytes, ctx
-        )
+        started = ctx.clock()
+        try:
+            proc = spawn(launch)
+        except OSError as exc:
+            raise ToolError(f"could not start the command: {exc.strerror or exc}") from None
+        try:
+            out, err, timed_out = _collect(
+                proc, started + timeout_ms / 1000, limits.max_command_output_bytes, ctx
+            )
+        finally:
+            _kill_group(proc)
+            proc.wait()
+        duration = int((ctx.clock() - started) * 1000)
     finally:
-        _kill_group(proc)
-        proc.wait()
-    duration = int((ctx.clock() - started) * 1000)
+        cleanup(launch)
+    result = _result(proc.returncode, out, err, duration, limits.max_command_output_bytes)
+    result["sandbox"] = launch.kind
+    if timed_out:
+        result["success"] = False
+        result["timedOut"] = True
+        result["error"] = (
+            f"timed out after {timeout_ms} ms; the command and its children were killed"
+        )
+    return result
+
+
+def _timeout(limits: LimitsConfig, requested: int | None) -> int:
+    requested = limits.command_timeout_ms if requested is None else requested
+    if requested < 1:
+        raise ToolError("timeout is in milliseconds and must be at least 1")
+    return min(requested, limits.max_command_timeout_ms)
+
+
+def _result(code: int, out: _Capped, err: _Capped, duration: int, cap: int) -> Result:
     result: Result = {
-        "success": proc.returncode == 0 and not timed_out,
+        "success": code == 0,
         "stdout": out.text,
         "stderr": err.text,
-        "exitCode": proc.returncode,
+        "exitCode": code,
         "duration": duration,
     }
     if out.dropped or err.dropped:
         result["truncated"] = True
         result["note"] = (
-            f"output capped at {limits.max_command_output_bytes} bytes per stream; "
-            f"{out.dropped + err.dropped} bytes dropped"
+            f"output capped at {cap} bytes per stream; {out.dropped + err.dropped} bytes dropped"
         )
-    if timed_out:
-        result["timedOut"] = True
-        result["error"] = (
-            f"timed out after {timeout_ms} ms; the command and its children were killed"
-        )
-    elif proc.returncode != 0:
-        result["error"] = f"command exited with status {proc.returncode}"
+    failure = setup_failure(code, err.text)
+    if failure:
+        result["error"] = f"the sandbox could not be set up, so nothing ran: {failure}"
+    elif code != 0:
+        result["error"] = f"command exited with status {code}"
     return result
 
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cli.agent import Agent
+from cli.audit import AuditLog, audited
 from cli.errors import AgentError
 from cli.messages import Message, ToolCall
 from cli.sessions import SessionStore, timestamp_name
@@ -45,12 +46,14 @@ class ChatSession:
         store: SessionStore,
         prompt: PromptSession[str] | None = None,
         history_file: Path | None = None,
+        audit_log: AuditLog | None = None,
     ) -> None:
         self.agent = agent
         self.console = console
         self.renderer = renderer
         self.approver = approver
         self.store = store
+        self.audit_log = audit_log  # None: tool calls are not recorded (tests)
         self.conversation: list[Message] = []
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
@@ -89,6 +92,8 @@ class ChatSession:
             self._prefill = text  # nothing is lost: the message waits at the prompt
             return
         events = self.agent.run(self.conversation, message)
+        if self.audit_log is not None:
+            events = audited(events, self.audit_log)  # closing it closes the loop too
         try:
             for event in events:
                 self.renderer.handle(event)

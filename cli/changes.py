@@ -1,0 +1,227 @@
+"""What the agent changed, and how to take it back: a journal of changes with the previous
+content of every overwritten file and a trash for every deleted one, in
+`$XDG_STATE_HOME/metona-agent/changes/` (outside anything the model can write: the policy
+blocks it). Bounded in size: the oldest backups go first.
+
+    journal.jsonl      one JSON record per change, append-only
+    blobs/ID           the content a change replaced
+    trash/ID/NAME      what a change deleted (a file, a link, or a whole tree)
+    pending/MARKER     a write in flight: the temp file to remove if we die mid-way
+
+An undo is a change like any other, recorded with what it replaced: undoing it redoes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+Action = Literal["create", "overwrite", "delete", "mkdir", "restore", "rmdir"]
+# What undoing each action does, and so what the undo is recorded as.
+INVERSE: dict[str, Action] = {
+    "create": "delete",
+    "overwrite": "overwrite",
+    "delete": "restore",
+    "restore": "delete",
+    "mkdir": "rmdir",
+    "rmdir": "mkdir",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    id: int
+    time: str
+    tool: str  # write_file, delete_file, create_directory, or "undo"
+    action: Action
+    path: str  # absolute, symlinks resolved (as the policy checked it)
+    kind: str = "file"  # file, directory or symlink
+    size: int = 0  # bytes of the new content, or of what was deleted
+    mode: int | None = None  # permission bits of what the backup holds
+    backup: str | None = None  # blobs/ID or trash/ID/NAME, relative to the store
+    after: str | None = None  # sha256 of the file right after the change (None: no file)
+    undoes: int | None = None
+    session: str = ""
+    evicted: bool = False  # the backup was dropped to stay under max_backup_bytes
+
+    @property
+    def undoable(self) -> bool:
+        return not self.evicted and (self.backup is not None or self.action not in _NEEDS_BACKUP)
+
+
+_NEEDS_BACKUP = frozenset({"overwrite", "delete"})
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class ChangeStore:
+    """The journal and its backups. Every method takes the store's lock, so two agents in
+    the same home keep one consistent journal."""
+
+    root: Path
+    max_bytes: int = 256 * 1024 * 1024
+    session: str = ""
+    clock: Callable[[], float] = time.time
+    _next: int = field(default=0, init=False)
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.jsonl"
+
+    # -- recording ------------------------------------------------------------------------
+
+    def record(self, change: Change, backup: bytes | None = None) -> Change:
+        """Append `change` (its id and time filled in), storing `backup` as its blob."""
+        with self._locked():
+            changes = self._read()
+            number = (changes[-1].id if changes else 0) + 1
+            stamp = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
+            change = replace(change, id=number, time=stamp, session=change.session or self.session)
+            if backup is not None:
+                blob = f"blobs/{number}"
+                _write_private(self.root / blob, backup)
+                change = replace(change, backup=blob)
+            self._append(change)
+            self._evict([*changes, change])
+            return change
+
+    def trash_dir(self, number: int) -> Path:
+        """Where a delete with this id moves its entry (created, private)."""
+        path = self.root / "trash" / str(number)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+
+    def next_id(self) -> int:
+        with self._locked():
+            changes = self._read()
+            return (changes[-1].id if changes else 0) + 1
+
+    # -- reading --------------------------------------------------------------------------
+
+    def history(self) -> list[Change]:
+        """Every change, oldest first."""
+        with self._locked():
+            return self._read()
+
+    def get(self, number: int) -> Change | None:
+        return next((c for c in self.history() if c.id == number), None)
+
+    def backup_bytes(self, change: Change) -> bytes:
+        assert change.backup is not None
+        return (self.root / change.backup).read_bytes()
+
+    def backup_path(self, change: Change) -> Path:
+        assert change.backup is not None
+        return self.root / change.backup
+
+    # -- internals ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _read(self) -> list[Change]:
+        try:
+            lines = self.journal.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        changes: dict[int, Change] = {}
+        for line in lines:
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue  # a torn last line after a crash: that change never completed
+            if data.get("evict") is not None:
+                old = changes.get(int(data["evict"]))
+                if old is not None:
+                    changes[old.id] = replace(old, evicted=True)
+                continue
+            with contextlib.suppress(TypeError, ValueError):
+                change = Change(**{k: v for k, v in data.items() if k in _FIELDS})
+                changes[change.id] = change
+        return sorted(changes.values(), key=lambda c: c.id)
+
+    def _append(self, record: Change | dict[str, Any]) -> None:
+        data = asdict(record) if isinstance(record, Change) else record
+        if isinstance(record, Change):
+            data.pop("evicted")
+        line = (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8")
+        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _evict(self, changes: list[Change]) -> None:
+        """Drop the oldest backups until the store fits in `max_bytes`."""
+        sizes = {c.id: _size(self.root / c.backup) for c in changes if c.backup and not c.evicted}
+        total = sum(sizes.values())
+        for change in changes:
+            if total <= self.max_bytes:
+                break
+            if change.id in sizes and change.backup:
+                _remove(self.root / change.backup)
+                total -= sizes[change.id]
+                self._append({"evict": change.id})
+
+
+_FIELDS = {f for f in Change.__dataclass_fields__ if f != "evicted"}
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _size(path: Path) -> int:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return 0
+    if not path.is_dir() or path.is_symlink():
+        return info.st_size
+    total = 0
+    for dirpath, _dirs, files in os.walk(path, followlinks=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
