@@ -14,11 +14,14 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
 from cli import __version__
+
+if TYPE_CHECKING:
+    from cli.changes import ChangeStore
 from cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -340,6 +343,81 @@ def _chat(
     if resume:
         session.load(name)
     return session.run()
+
+
+# -- agent history / agent undo --------------------------------------------------------------
+
+
+@app.command(
+    "history",
+    help="The changes the agent made (writes, deletes, new directories, undos), oldest first: "
+    "id, time (UTC), tool, action, path, size. `agent undo ID` takes one back.",
+)
+def history(
+    ctx: typer.Context,
+    count: Annotated[int, typer.Option("-n", min=1, help="How many of the latest.")] = 30,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON record a line.")] = False,
+) -> None:
+    terminal = Terminal.from_process()
+    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+        from dataclasses import asdict
+
+        from cli.ui.changes_view import history_rows
+
+        changes = _change_store(terminal).history()[-count:]
+        if not changes:
+            terminal.stderr.write("no changes recorded yet\n")
+        elif as_json:
+            for change in changes:
+                print_json(terminal.stdout, asdict(change))
+        else:
+            terminal.stdout.write("\n".join(history_rows(changes, terminal.cwd)) + "\n")
+
+
+@app.command(
+    "undo",
+    help="Take back the last change the agent made, or change ID from `agent history`: a "
+    "write gets its old content back, a delete comes back from the trash, a new file or "
+    "directory goes. An undo is a change too: undo it to redo. A file that changed since is "
+    "never overwritten without asking. Exit codes: 0 undone, 1 not undone.",
+)
+def undo(
+    ctx: typer.Context,
+    change: Annotated[
+        int | None, typer.Argument(help="The change to undo (default: the last).")
+    ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "-y", "--yes", help="Never ask: a conflict (the file changed since) is refused."
+        ),
+    ] = False,
+) -> None:
+    terminal = Terminal.from_process()
+    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+        from cli.ui.changes_view import undo_flow
+
+        def say(line: str) -> None:
+            terminal.stderr.write(line + "\n")
+
+        def ask(question: str) -> bool:
+            terminal.stderr.write(f"{question} [y/N] ")
+            terminal.stderr.flush()
+            return terminal.stdin.readline().strip().lower() in ("y", "yes")
+
+        undo_flow(
+            _change_store(terminal),
+            change,
+            cwd=terminal.cwd,
+            say=say,
+            ask=None if yes or not terminal.interactive() else ask,
+        )
+
+
+def _change_store(terminal: Terminal) -> ChangeStore:
+    from cli.wiring import Choices, change_store, load
+
+    return change_store(load(Choices(), terminal.environ), terminal.environ)
 
 
 # -- agent audit ----------------------------------------------------------------------------

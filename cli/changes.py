@@ -40,17 +40,17 @@ INVERSE: dict[str, Action] = {
 
 @dataclass(frozen=True)
 class Change:
-    id: int
-    time: str
     tool: str  # write_file, delete_file, create_directory, or "undo"
     action: Action
     path: str  # absolute, symlinks resolved (as the policy checked it)
     kind: str = "file"  # file, directory or symlink
-    size: int = 0  # bytes of the new content, or of what was deleted
+    size: int = 0  # bytes of the new content
     mode: int | None = None  # permission bits of what the backup holds
-    backup: str | None = None  # blobs/ID or trash/ID/NAME, relative to the store
+    backup: str | None = None  # blobs/NAME or trash/SLOT/NAME, relative to the store
     after: str | None = None  # sha256 of the file right after the change (None: no file)
     undoes: int | None = None
+    id: int = 0  # given by ChangeStore.record
+    time: str = ""
     session: str = ""
     evicted: bool = False  # the backup was dropped to stay under max_backup_bytes
 
@@ -83,31 +83,73 @@ class ChangeStore:
 
     # -- recording ------------------------------------------------------------------------
 
-    def record(self, change: Change, backup: bytes | None = None) -> Change:
-        """Append `change` (its id and time filled in), storing `backup` as its blob."""
+    def keep(self, content: bytes) -> str:
+        """Store the content a change is about to replace; its name for `Change.backup`.
+        Called before the change, so a crash in between loses nothing."""
+        blob = self.root / "blobs" / f"{int(self.clock() * 1000)}-{os.urandom(4).hex()}"
+        _write_private(blob, content)
+        return self.relative(blob)
+
+    def record(self, change: Change) -> Change:
+        """Append `change` with its id and time filled in; drop old backups if over size."""
         with self._locked():
             changes = self._read()
             number = (changes[-1].id if changes else 0) + 1
             stamp = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
             change = replace(change, id=number, time=stamp, session=change.session or self.session)
-            if backup is not None:
-                blob = f"blobs/{number}"
-                _write_private(self.root / blob, backup)
-                change = replace(change, backup=blob)
             self._append(change)
             self._evict([*changes, change])
             return change
 
-    def trash_dir(self, number: int) -> Path:
-        """Where a delete with this id moves its entry (created, private)."""
-        path = self.root / "trash" / str(number)
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return path
+    def trash_slot(self) -> Path:
+        """A new, empty, private directory for one delete to move its entry into."""
+        trash = self.root / "trash"
+        trash.mkdir(parents=True, exist_ok=True, mode=0o700)
+        slot = trash / f"{int(self.clock() * 1000)}-{os.urandom(4).hex()}"
+        slot.mkdir(mode=0o700)
+        return slot
 
-    def next_id(self) -> int:
-        with self._locked():
-            changes = self._read()
-            return (changes[-1].id if changes else 0) + 1
+    def relative(self, path: Path) -> str:
+        return str(path.relative_to(self.root))
+
+    # -- writes in flight -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def pending(self, directory: str, temp: str) -> Iterator[None]:
+        """Held while an atomic write's temp file may exist: a marker names it, so that
+        `clean_stale` removes it if this process dies (kill -9, power loss) mid-write."""
+        markers = self.root / "pending"
+        markers.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker = markers / f"{os.getpid()}-{os.urandom(6).hex()}"
+        _write_private(marker, json.dumps({"dir": directory, "temp": temp}).encode())
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                marker.unlink()
+
+    def clean_stale(self) -> int:
+        """Remove the temp files of writes whose process died; how many were removed."""
+        removed = 0
+        try:
+            markers = list((self.root / "pending").iterdir())
+        except FileNotFoundError:
+            return 0
+        for marker in markers:
+            pid = marker.name.split("-", 1)[0]
+            if not pid.isdigit() or _alive(int(pid)):
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                note = json.loads(marker.read_text(encoding="utf-8"))
+                temp = str(note["temp"])
+                # Only our own temp names, and only as a plain name in that directory.
+                if temp.startswith(TEMP_PREFIX) and "/" not in temp:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(os.path.join(str(note["dir"]), temp))
+                        removed += 1
+            with contextlib.suppress(OSError):
+                marker.unlink()
+        return removed
 
     # -- reading --------------------------------------------------------------------------
 
@@ -186,6 +228,17 @@ class ChangeStore:
 
 
 _FIELDS = {f for f in Change.__dataclass_fields__ if f != "evicted"}
+TEMP_PREFIX = ".metona-tmp."  # as cli.tools.fsops names temp files
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def _write_private(path: Path, data: bytes) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from collections.abc import Callable, Mapping
@@ -10,6 +11,7 @@ from datetime import date
 
 from cli.agent import Agent, AgentSettings
 from cli.approval import Approver
+from cli.changes import ChangeStore
 from cli.config import Config, data_dir, find_config, load_config, resolve_host, state_dir
 from cli.ollama import OllamaClient
 from cli.policy import Policy
@@ -68,6 +70,8 @@ def build_agent(
         sandbox=SandboxSpec(
             config.policy.commands.sandbox, policy.allowed_dirs, policy.blocked_dirs, home
         ),
+        changes=change_store(config, environ),
+        trash=config.policy.trash,
     )
     surroundings = Surroundings(
         policy.cwd,
@@ -76,6 +80,19 @@ def build_agent(
         date.today(),
     )
     return Agent(client, policy, approver(policy), context, settings, surroundings)
+
+
+def change_store(config: Config, environ: Mapping[str, str], session: str = "") -> ChangeStore:
+    """The journal of changes, backups and trash; temp files of writes that died with their
+    process (kill -9, power loss) are cleaned up here, at start."""
+    store = ChangeStore(
+        state_dir(environ) / "changes",
+        max_bytes=config.policy.limits.max_backup_bytes,
+        session=session,
+    )
+    with contextlib.suppress(OSError):
+        store.clean_stale()
+    return store
 
 
 def home_of(environ: Mapping[str, str]) -> str:

@@ -154,8 +154,10 @@ def test_random_tool_calls_never_crash_nor_touch_outside(
     events = harness.run("go")  # raises if the loop crashed
     assert events[-1].answer == "done"
     assert snapshot(outside) == before_outside
-    home_now = {k: v for k, v in snapshot(home).items() if "/.local/" not in k}
-    assert home_now == {k: v for k, v in before_home.items() if "/.local/" not in k}
+    # The agent's own state (journal, audit log) lives in home/.local: not the model's doing.
+    ours = str(home / ".local")
+    home_now = {k: v for k, v in snapshot(home).items() if not k.startswith(ours)}
+    assert home_now == {k: v for k, v in before_home.items() if not k.startswith(ours)}
     # Every call got exactly one tool message, in order, and every result is an object.
     sent = [m for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "tool"]
     assert len(sent) == len(calls)

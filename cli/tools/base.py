@@ -11,9 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cli.changes import ChangeStore
 from cli.config import LimitsConfig
 from cli.paths import ResolvedPath, display_path, root_of
 from cli.sandbox import SandboxSpec
+from cli.tools.memory import FileMemory
 
 Result = dict[str, Any]
 
@@ -37,6 +39,12 @@ class ToolContext:
     roots: tuple[str, ...] = ()
     # How run_command is sandboxed; None: the strictest default (auto, only cwd writable).
     sandbox: SandboxSpec | None = None
+    # Where overwritten and deleted things go for `agent undo`; None: nowhere (deletes are
+    # then permanent, as with policy.trash: false).
+    changes: ChangeStore | None = None
+    trash: bool = True  # policy.trash: delete_file moves to the trash
+    # What the model saw of each file this session: writes over someone's edit conflict.
+    memory: FileMemory = field(default_factory=FileMemory)
 
     def show(self, path: str) -> str:
         return display_path(path, self.cwd)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Mapping
 from typing import Any
 
+from cli.changes import Change, sha256
 from cli.paths import ResolvedPath
 from cli.tools import fsops
 from cli.tools.base import (
@@ -37,6 +39,7 @@ def read_file(
     if start is not None and end is not None and end < start:
         raise ToolError(f"end_line ({end}) is before start_line ({start})")
     file = fsops.read(fsops.target(ctx, path, checked.file), ctx.limits.max_read_bytes)
+    ctx.memory.remember(path, file.fingerprint)
     if encoding == "base64":
         return {
             "success": True,
@@ -129,8 +132,35 @@ def write_file(
         ) from None
     if len(data) > ctx.limits.max_write_bytes:
         raise fsops.too_large("content", len(data), ctx.limits.max_write_bytes)
-    created = fsops.write(fsops.target(ctx, path, checked.file), data)
-    return {"success": True, "path": path, "bytesWritten": len(data), "created": created}
+    store, kept = ctx.changes, []
+    written = fsops.write(
+        fsops.target(ctx, path, checked.file),
+        data,
+        expect=ctx.memory.expected(path),
+        backup=(lambda old, _mode: kept.append(store.keep(old))) if store else None,
+        backup_limit=ctx.limits.max_backup_bytes,
+        pending=store.pending if store else None,
+    )
+    ctx.memory.remember(path, written.fingerprint)
+    result: Result = {
+        "success": True,
+        "path": path,
+        "bytesWritten": len(data),
+        "created": written.created,
+    }
+    if store:
+        change = store.record(
+            Change(
+                "write_file",
+                "create" if written.created else "overwrite",
+                path=path, size=len(data), mode=written.old_mode,
+                backup=kept[0] if kept else None, after=sha256(data),
+            )
+        )  # fmt: skip
+        result["change"] = change.id
+        if not written.created and not kept:
+            result["note"] = "the old content was too large to keep: this cannot be undone"
+    return result
 
 
 WRITE_FILE = Tool(
@@ -154,8 +184,16 @@ def create_directory(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
     path = paths["path"].real
-    created = fsops.make_dirs(fsops.target(ctx, path))
-    return {"success": True, "path": path, "created": created}
+    first = fsops.make_dirs(fsops.target(ctx, path))
+    result: Result = {"success": True, "path": path, "created": first is not None}
+    if first is not None and ctx.changes:
+        change = ctx.changes.record(
+            Change(
+                id=0, time="", tool="create_directory", action="mkdir", path=first, kind="directory"
+            )
+        )
+        result["change"] = change.id
+    return result
 
 
 CREATE_DIRECTORY = Tool(
@@ -175,13 +213,34 @@ def delete_file(
     # The entry itself, its last component not followed: deleting a symlink removes the link,
     # never what it points to.
     path = paths["path"].entry
+    store = ctx.changes if ctx.trash else None
+    slot = store.trash_slot() if store else None
     try:
-        removed = fsops.remove(fsops.target(ctx, path), recursive=bool(args.get("recursive")))
+        removed = fsops.remove(
+            fsops.target(ctx, path),
+            recursive=bool(args.get("recursive")),
+            trash=str(slot) if slot else None,
+            trash_limit=ctx.limits.max_backup_bytes,
+        )
     except fsops.NotEmpty as exc:
         raise ToolError(f"{exc}; pass recursive: true to delete it with everything in it") from None
+    finally:
+        if slot and not any(slot.iterdir()):
+            slot.rmdir()  # nothing was moved there
+    ctx.memory.remember(path, None)
     result: Result = {"success": True, "path": path, "deleted": True, "type": removed.kind}
     if removed.counts is not None:
         result["removed"] = removed.counts
+    if store and slot:
+        name = os.path.basename(path)
+        change = store.record(
+            Change(
+                "delete_file", "delete", path, kind=removed.kind,
+                backup=store.relative(slot / name),
+            )
+        )  # fmt: skip
+        result["trashed"] = True
+        result["change"] = change.id
     return result
 
 

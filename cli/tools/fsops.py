@@ -31,13 +31,16 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from cli.paths import FileId, file_id, is_within
 from cli.tools.base import ToolContext, ToolError
+from cli.tools.memory import Fingerprint
 
 BINARY_SNIFF_BYTES = 8192
+# Temp files of atomic writes start with this; crash clean-up removes only such names.
+TEMP_PREFIX = ".metona-tmp."
 MAX_DELETE_DEPTH = 256  # levels a recursive delete goes down (rmtree recurses once per level)
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -84,6 +87,25 @@ class FileData:
     data: bytes
     size: int  # what fstat said; /proc files say 0 and still have data
     mode: int
+    fingerprint: Fingerprint | None = None
+
+
+@dataclass(frozen=True)
+class Written:
+    created: bool
+    fingerprint: Fingerprint  # the new file, for the next conflict check
+    old_mode: int | None = None  # the replaced file's permission bits
+    backed_up: bool = False  # the replaced content went to `backup` before the rename
+
+
+class Conflict(ToolError):
+    """The file changed on disk since the model last read or wrote it."""
+
+
+# (old content, old mode) → kept somewhere safe before the old content is replaced.
+Backup = Callable[[bytes, int], None]
+# (directory, temp name) → held while a temp file may exist, so a crash can be cleaned up.
+Pending = Callable[[str, str], AbstractContextManager[None]]
 
 
 @dataclass(frozen=True)
@@ -241,17 +263,19 @@ def _open_root(root: str) -> int:
         os.close(top)
 
 
-def _make_path(dir_fd: int, parts: Sequence[str], shown: str) -> tuple[int, bool]:
+def _make_path(dir_fd: int, parts: Sequence[str], shown: str) -> tuple[int, int | None]:
     """mkdir -p of `parts` below dir_fd, one component at a time, each created with mkdirat
     and then opened like any other (so one swapped for a symlink is refused); the fd of the
-    last, and whether the last was created."""
+    last, and the index of the first part it created (None: all existed)."""
     current = os.open(".", _DIR_FLAGS, dir_fd=dir_fd)
-    created = False
+    first: int | None = None
     try:
         for index, name in enumerate(parts):
             last = index == len(parts) - 1
             try:
                 following, created = _step_or_create(current, name)
+                if created and first is None:
+                    first = index
             except NotADirectoryError:
                 raise ToolError(
                     f"{shown} exists and is not a directory"
@@ -263,7 +287,7 @@ def _make_path(dir_fd: int, parts: Sequence[str], shown: str) -> tuple[int, bool
     except BaseException:
         os.close(current)
         raise
-    return current, created
+    return current, first
 
 
 def _step_or_create(dir_fd: int, name: str) -> tuple[int, bool]:
@@ -326,26 +350,50 @@ def read(target: Target, max_bytes: int) -> FileData:
         return read_at(dir_fd, name, target.shown, max_bytes, target.checked)
 
 
-def write(target: Target, data: bytes) -> bool:
-    """Replace target with `data` atomically, creating missing parent directories. True when
-    the file did not exist before."""
+def write(
+    target: Target,
+    data: bytes,
+    *,
+    expect: Fingerprint | None = None,
+    backup: Backup | None = None,
+    backup_limit: int = 0,
+    pending: Pending | None = None,
+) -> Written:
+    """Replace target with `data` atomically, creating missing parent directories.
+
+    expect        what the model last saw there: a file that differs now is a Conflict
+    backup        gets the old content before it is replaced (files up to backup_limit bytes)
+    pending       held around the temp file's life, for crash clean-up
+    """
     if not target.parts:
         raise ToolError(f"{target.shown} is a directory; give a file path")
+    directory = os.path.dirname(target.path)
     with parent_dir(target, make_parents=True) as (dir_fd, name):
-        return _write_at(dir_fd, name, data, target.shown, target.checked)
+        return _write_at(
+            dir_fd, name, data, target.shown, target.checked,
+            expect=expect, backup=backup, backup_limit=backup_limit,
+            pending=(lambda temp: pending(directory, temp)) if pending else None,
+        )  # fmt: skip
 
 
-def make_dirs(target: Target) -> bool:
-    """mkdir -p beneath target.root, never through a symlink. True when target was created."""
+def make_dirs(target: Target) -> str | None:
+    """mkdir -p beneath target.root, never through a symlink. The first directory it
+    created (all below it were created too, target included), or None if target existed."""
     before_use(target.path)
     with _errors(target):
         root_fd = _open_root(target.root)
         try:
-            fd, created = _make_path(root_fd, target.parts, target.shown)
+            fd, first = _make_path(root_fd, target.parts, target.shown)
             os.close(fd)
         finally:
             os.close(root_fd)
-    return created
+    if first is None:
+        return None
+    return "/" + "/".join((*_root_parts(target.root), *target.parts[: first + 1]))
+
+
+def _root_parts(root: str) -> tuple[str, ...]:
+    return tuple(p for p in root.split("/") if p)
 
 
 def lstat(target: Target) -> os.stat_result:
@@ -354,21 +402,133 @@ def lstat(target: Target) -> os.stat_result:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
 
 
-def remove(target: Target, *, recursive: bool) -> Removed:
+def remove(
+    target: Target, *, recursive: bool, trash: str | None = None, trash_limit: int = 0
+) -> Removed:
     """Delete target's entry itself: a symlink is removed, never followed; a directory only
     when empty, unless `recursive` (then fd by fd with shutil.rmtree, whose Linux walk is
-    safe against a directory swapped for a link mid-way: `rmtree.avoids_symlink_attacks`)."""
+    safe against a directory swapped for a link mid-way: `rmtree.avoids_symlink_attacks`).
+
+    With `trash` (a directory of ours), the entry is moved there instead, by rename; across
+    file systems it is copied (at most trash_limit bytes) and then removed."""
     if not target.parts:
         raise ToolError(f"{target.shown} is an allowed directory itself; it cannot be deleted")
     with parent_dir(target) as (dir_fd, name):
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            removed = Removed("directory", _remove_dir(dir_fd, name, recursive, target.shown))
+        kind = (
+            "directory"
+            if stat.S_ISDIR(info.st_mode)
+            else "symlink"
+            if stat.S_ISLNK(info.st_mode)
+            else "file"
+        )
+        if trash is None:
+            counts = _remove_entry(dir_fd, name, kind, recursive, target.shown)
         else:
-            os.unlink(name, dir_fd=dir_fd)
-            removed = Removed("symlink" if stat.S_ISLNK(info.st_mode) else "file")
+            counts = _to_trash(dir_fd, name, kind, recursive, target.shown, trash, trash_limit)
         _fsync_dir(dir_fd)
-    return removed
+    return Removed(kind, counts)
+
+
+def _remove_entry(
+    dir_fd: int, name: str, kind: str, recursive: bool, shown: str
+) -> dict[str, int] | None:
+    if kind == "directory":
+        return _remove_dir(dir_fd, name, recursive, shown)
+    os.unlink(name, dir_fd=dir_fd)
+    return None
+
+
+def _to_trash(
+    dir_fd: int, name: str, kind: str, recursive: bool, shown: str, trash: str, limit: int
+) -> dict[str, int] | None:
+    counts = None
+    if kind == "directory" and recursive:
+        counts = _count_tree(dir_fd, name, shown)
+    elif kind == "directory" and _has_entries(dir_fd, name):
+        raise NotEmpty(f"{shown} is a directory that is not empty")
+    trash_fd = os.open(trash, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC)
+    try:
+        try:
+            os.rename(name, name, src_dir_fd=dir_fd, dst_dir_fd=trash_fd)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            _copy_across(dir_fd, name, kind, trash_fd, shown, limit)
+            _remove_entry(dir_fd, name, kind, True, shown)
+        _fsync_dir(trash_fd)
+    finally:
+        os.close(trash_fd)
+    return counts
+
+
+def move_back(target: Target, source: str, kind: str) -> None:
+    """Put `source` (an entry in our trash) back at target, which must not exist: restoring
+    never overwrites. Parents are created as needed, never through a symlink."""
+    source_dir, source_name = os.path.split(source)
+    src_fd = os.open(source_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC)
+    try:
+        with parent_dir(target, make_parents=True) as (dir_fd, name):
+            try:
+                os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                raise ToolError(f"{target.shown} exists; it is not overwritten")
+            try:
+                os.rename(source_name, name, src_dir_fd=src_fd, dst_dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                _copy_across(src_fd, source_name, kind, dir_fd, target.shown, 1 << 62, name)
+                _remove_entry(src_fd, source_name, kind, True, source)
+            _fsync_dir(dir_fd)
+    finally:
+        os.close(src_fd)
+
+
+def _copy_across(
+    src_fd: int, name: str, kind: str, dst_fd: int, shown: str, limit: int, dst_name: str = ""
+) -> None:
+    """The entry `name` copied into dst_fd (a move between file systems), links as links;
+    refused before anything is copied when it holds more than `limit` bytes."""
+    dst_name = dst_name or name
+    if kind == "symlink":
+        os.symlink(os.readlink(name, dir_fd=src_fd), dst_name, dir_fd=dst_fd)
+        return
+    source = f"/proc/self/fd/{src_fd}/{name}"  # the very directory the fd holds
+    size = _tree_bytes(source) if kind == "directory" else os.stat(name, dir_fd=src_fd).st_size
+    if size > limit:
+        raise ToolError(
+            f"{shown} holds {human_size(size)}, more than the trash keeps across file systems "
+            f"({human_size(limit)}, policy.limits.max_backup_bytes); set policy.trash: false "
+            "to delete permanently, or raise the limit"
+        )
+    destination = f"/proc/self/fd/{dst_fd}/{dst_name}"
+    if kind == "directory":
+        shutil.copytree(source, destination, symlinks=True)
+    else:
+        shutil.copy2(source, destination, follow_symlinks=False)
+
+
+def _has_entries(dir_fd: int, name: str) -> bool:
+    fd = os.open(name, _LIST_FLAGS, dir_fd=dir_fd)
+    try:
+        with os.scandir(fd) as listing:
+            return next(listing, None) is not None
+    finally:
+        os.close(fd)
+
+
+def _tree_bytes(path: str) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path, followlinks=False):
+        for file in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, file)).st_size
+            except OSError:
+                pass
+    return total
 
 
 @contextmanager
@@ -410,7 +570,8 @@ def read_at(
         check_links(info, checked, shown)
         if info.st_size > max_bytes:
             raise too_large(shown, info.st_size, max_bytes)
-        return FileData(_read_capped(fd, shown, max_bytes), info.st_size, info.st_mode)
+        data = _read_capped(fd, shown, max_bytes)
+        return FileData(data, info.st_size, info.st_mode, Fingerprint.of(info))
     finally:
         os.close(fd)
 
@@ -457,7 +618,18 @@ def _read_capped(fd: int, shown: str, max_bytes: int) -> bytes:
             raise too_large(shown, total, max_bytes)
 
 
-def _write_at(dir_fd: int, name: str, data: bytes, shown: str, checked: FileId | None) -> bool:
+def _write_at(
+    dir_fd: int,
+    name: str,
+    data: bytes,
+    shown: str,
+    checked: FileId | None,
+    *,
+    expect: Fingerprint | None = None,
+    backup: Backup | None = None,
+    backup_limit: int = 0,
+    pending: Callable[[str], AbstractContextManager[None]] | None = None,
+) -> Written:
     try:
         old: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -472,37 +644,58 @@ def _write_at(dir_fd: int, name: str, data: bytes, shown: str, checked: FileId |
                 f"{shown} is {describe_kind(old.st_mode)}; only regular files are written"
             )
         check_links(old, checked, shown)
+    if expect is not None and (old is None or Fingerprint.of(old) != expect):
+        what = "was deleted" if old is None else "changed on disk"
+        raise Conflict(
+            f"{shown} {what} since you last read it (someone else edited it); read it again "
+            "and base your change on what it holds now"
+        )
     # The old permissions without set-id bits: the kernel drops those on any write, too.
     mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
-    _replace(dir_fd, name, data, mode)
-    return old is None
+    backed_up = False
+    if old is not None and backup is not None and old.st_size <= backup_limit:
+        kept = read_at(dir_fd, name, shown, backup_limit, checked)
+        backup(kept.data, mode)  # before the rename: a crash after it loses nothing
+        backed_up = True
+    fingerprint = _replace(dir_fd, name, data, mode, pending)
+    return Written(old is None, fingerprint, mode if old else None, backed_up)
 
 
-def _replace(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+def _replace(
+    dir_fd: int,
+    name: str,
+    data: bytes,
+    mode: int,
+    pending: Callable[[str], AbstractContextManager[None]] | None = None,
+) -> Fingerprint:
     """Write a temp file beside `name`, fsync, rename over, fsync the directory: the file is
     wholly old or wholly new whatever happens. The rename replaces whatever entry is at `name`
-    (a symlink planted there is replaced, not followed)."""
-    temp = f".{name[:40]}.metona-tmp-{os.getpid()}-{os.urandom(4).hex()}"
-    # O_EXCL|O_NOFOLLOW: a link planted at the temp name is refused; 0o600 until the content
-    # is complete, so nobody reads a half-written secret.
-    fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    except BaseException:
+    (a symlink planted there is replaced, not followed). `pending` is held while the temp
+    file exists, so that a kill -9 leaves a note of what to clean up."""
+    temp = f"{TEMP_PREFIX}{name[:40]}.{os.getpid()}-{os.urandom(4).hex()}"
+    with pending(temp) if pending else nullcontext():
+        # O_EXCL|O_NOFOLLOW: a link planted at the temp name is refused; 0o600 until the
+        # content is complete, so nobody reads a half-written secret.
+        fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+            written = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(dir_fd, temp)
+            raise
         os.close(fd)
-        _unlink_quietly(dir_fd, temp)
-        raise
-    os.close(fd)
-    try:
-        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        _unlink_quietly(dir_fd, temp)
-        raise
+        try:
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            _unlink_quietly(dir_fd, temp)
+            raise
     _fsync_dir(dir_fd)
+    return Fingerprint.of(written)
 
 
 def _remove_dir(dir_fd: int, name: str, recursive: bool, shown: str) -> dict[str, int] | None:
@@ -613,7 +806,7 @@ def atomic_write(path: str, data: bytes) -> bool:
     mode of an existing file; True when it did not exist. OSErrors propagate as they are."""
     unchecked = _unchecked(path, path)
     with _located(unchecked) as (dir_fd, name):
-        return _write_at(dir_fd, name, data, path, unchecked.checked)
+        return _write_at(dir_fd, name, data, path, unchecked.checked).created
 
 
 def _unchecked(path: str, shown: str) -> Target:

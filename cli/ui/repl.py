@@ -182,6 +182,7 @@ class ChatSession:
             return
         self.conversation = list(session.messages)
         self.session_name = session.name
+        self.agent.context.memory.clear()  # what it read then may have changed since
         turns = sum(1 for m in session.messages if m.get("role") == "user")
         self.say(f"loaded session {session.name}: {turns} turns ({session.saved})", "dim")
         if session.model and session.model != self.agent.settings.model:
@@ -227,6 +228,7 @@ def _exit(_session: ChatSession, _argument: str) -> bool:
 
 def _clear(session: ChatSession, _argument: str) -> bool:
     session.conversation = []
+    session.agent.context.memory.clear()
     session.session_name = timestamp_name()
     session.say("new conversation", "dim")
     return True
@@ -314,6 +316,32 @@ def _load(session: ChatSession, argument: str) -> bool:
     return True
 
 
+def _undo(session: ChatSession, argument: str) -> bool:
+    from cli.ui.changes_view import undo_flow
+
+    store = session.agent.context.changes
+    if store is None:
+        session.renderer.error("no change journal in this session: nothing to undo")
+        return True
+    if argument and not argument.lstrip("#").isdigit():
+        session.renderer.error("usage: /undo [ID] (ids: `agent history`)")
+        return True
+
+    def ask(question: str) -> bool:
+        return session.approver.keys.read_key(f"{question} [y/n] ", "yn") == "y"
+
+    done = undo_flow(
+        store,
+        int(argument.lstrip("#")) if argument else None,
+        cwd=session.agent.policy.cwd,
+        say=lambda line: session.say(line, "dim"),
+        ask=ask,
+    )
+    # The model last saw the file as it was; after the undo it must read it again.
+    session.agent.context.memory.remember(done.path, None)
+    return True
+
+
 def _history(session: ChatSession, _argument: str) -> bool:
     turn = 0
     calls = 0
@@ -347,4 +375,5 @@ COMMANDS: dict[str, Command] = {
     "/save": Command("/save [NAME]", "save the conversation", _save),
     "/load": Command("/load NAME", "load a saved conversation", _load),
     "/history": Command("/history", "the turns so far", _history),
+    "/undo": Command("/undo [ID]", "take back the last change (or #ID of agent history)", _undo),
 }

@@ -1,0 +1,42 @@
+"""What the model has seen of each file in this session, to notice when someone else changed
+it since: a write over an edit the model never read fails with a conflict instead."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Enough of a file's identity to tell that it changed: an editor that saves in place
+    changes the size or mtime, one that saves by rename changes the inode."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, info: os.stat_result) -> Fingerprint:
+        return cls(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+class FileMemory:
+    """Path → the fingerprint of the file when the model last read or wrote it."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Fingerprint] = {}
+
+    def remember(self, path: str, fingerprint: Fingerprint | None) -> None:
+        if fingerprint is None:
+            self._seen.pop(path, None)
+        else:
+            self._seen[path] = fingerprint
+
+    def expected(self, path: str) -> Fingerprint | None:
+        return self._seen.get(path)
+
+    def clear(self) -> None:
+        """A new conversation: the model has seen nothing yet."""
+        self._seen.clear()

@@ -1,0 +1,190 @@
+"""Taking a change back (`agent undo`, `/undo`): what undoing it would do, and doing it.
+
+An undo is itself a change, recorded with what it replaced, so undoing it redoes. It works on
+the path exactly as recorded (symlinks resolved when the change was made), reached from / with
+no symlink followed on the way; and it never silently overwrites something that changed
+since: that is a conflict the caller must confirm.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cli.changes import INVERSE, Change, ChangeStore, sha256
+from cli.errors import AgentError
+from cli.tools import fsops
+from cli.tools.base import ToolError
+
+FILE_LIMIT = 1 << 30  # reading a file back to compare or keep it; undo never refuses below
+
+
+class UndoError(AgentError):
+    """Nothing to undo, or it cannot be undone (say why)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    change: Change
+    summary: str  # what undoing it does, one line
+    conflict: str | None = None  # what changed since, when undoing would overwrite it
+
+
+def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = str) -> Plan:
+    """What undoing change `number` (the last change when None) would do."""
+    changes = store.history()
+    if not changes:
+        raise UndoError("nothing to undo: no change has been recorded yet")
+    change = changes[-1] if number is None else next((c for c in changes if c.id == number), None)
+    if change is None:
+        raise UndoError(f"no change #{number}; `agent history` lists them")
+    if change.evicted:
+        raise UndoError(
+            f"change #{change.id} can no longer be undone: its backup was dropped to keep the "
+            "store under policy.limits.max_backup_bytes"
+        )
+    if change.action in ("overwrite", "delete") and change.backup is None:
+        raise UndoError(f"change #{change.id} kept no backup (the file was too large)")
+    path = shown(change.path)
+    summary = {
+        "create": f"delete {path}, which change #{change.id} created (into the trash)",
+        "overwrite": f"put back the content {path} had before change #{change.id}",
+        "delete": f"bring {path} back from the trash",
+        "restore": f"move {path} back to the trash",
+        "mkdir": f"remove the directory {path}, which change #{change.id} created",
+        "rmdir": f"create the directory {path} again",
+    }[change.action]
+    return Plan(change, summary, _conflict(change, path))
+
+
+def apply(store: ChangeStore, undo: Plan, *, overwrite: bool = False) -> Change:
+    """Do what `undo` says; a conflict needs `overwrite` (after a person said yes)."""
+    if undo.conflict and not overwrite:
+        raise UndoError(f"{undo.conflict}; not undone (nothing overwritten)")
+    change = undo.change
+    target = fsops.Target(change.path, "/", change.path)
+    try:
+        return _INVERT[change.action](store, change, target)
+    except ToolError as exc:
+        raise UndoError(f"change #{change.id} was not undone: {exc}") from None
+    except OSError as exc:
+        raise UndoError(f"change #{change.id} was not undone: {exc.strerror or exc}") from None
+
+
+# -- what changed since ------------------------------------------------------------------------
+
+
+def _conflict(change: Change, path: str) -> str | None:
+    state = _state(change.path)
+    if change.action in ("create", "overwrite", "restore"):
+        if state is None:
+            return f"{path} was deleted since change #{change.id}"
+        if change.after is not None and state != change.after:
+            return f"{path} changed since change #{change.id}"
+    if change.action in ("delete", "rmdir") and state is not None:
+        return f"{path} exists again since change #{change.id}"
+    if change.action == "mkdir":
+        if state is None:
+            return None  # nothing left to remove: applying it will say so
+        if state != "dir:empty":
+            raise UndoError(f"{path} holds files now; not removed (move them out first)")
+    return None
+
+
+def _only_directories(path: str) -> bool:
+    """Nothing but directories below `path`: what a `mkdir -p` left, untouched since."""
+    # os.walk lists links to directories among the dirs: they are moved to the trash with
+    # the rest, never followed.
+    return all(not files for _dirpath, _dirs, files in os.walk(path, followlinks=False))
+
+
+def _state(path: str) -> str | None:
+    """None when nothing is there; the sha256 of a regular file; a word for anything else."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if os.path.isdir(path) and not os.path.islink(path):
+        return "dir:empty" if _only_directories(path) else "dir"
+    if not os.path.isfile(path) or os.path.islink(path):
+        return "other"
+    if info.st_size > FILE_LIMIT:
+        return "large"
+    with open(path, "rb") as file:
+        return sha256(file.read())
+
+
+# -- the inverse of each action -----------------------------------------------------------------
+
+
+def _uncreate(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+    """A created file (or a restored entry) goes to the trash; undoing that restores it."""
+    slot = store.trash_slot()
+    removed = fsops.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT)
+    backup = store.relative(slot / os.path.basename(change.path))
+    return _record(store, change, kind=removed.kind, backup=backup)
+
+
+def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+    """The content before the change comes back; what is there now is kept for a redo."""
+    old = store.backup_bytes(change)
+    kept: list[str] = []
+    written = fsops.write(
+        target,
+        old,
+        backup=lambda current, _mode: kept.append(store.keep(current)),
+        backup_limit=FILE_LIMIT,
+        pending=store.pending,
+    )
+    if change.mode is not None:
+        os.chmod(change.path, change.mode, follow_symlinks=False)
+    return _record(
+        store, change, size=len(old), mode=written.old_mode,
+        backup=kept[0] if kept else None, after=sha256(old),
+    )  # fmt: skip
+
+
+def _restore(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+    """A deleted entry comes back from the trash, where it was moved."""
+    if _state(change.path) is not None:  # confirmed over a conflict: keep what is there
+        _uncreate(store, Change("undo", "restore", change.path), target)
+    source = store.backup_path(change)
+    fsops.move_back(target, str(source), change.kind)
+    after = _state(change.path)
+    return _record(store, change, kind=change.kind, after=after if change.kind == "file" else None)
+
+
+def _rmdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+    """The directories a create_directory made go (to the trash: if a file appeared in them
+    after the check, it is not lost)."""
+    if _state(change.path) is None:
+        raise UndoError(f"{change.path} no longer exists; nothing to undo")
+    slot = store.trash_slot()
+    fsops.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT)
+    backup = store.relative(slot / os.path.basename(change.path))
+    return _record(store, change, kind="directory", backup=backup)
+
+
+def _mkdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+    if change.backup is not None:
+        fsops.move_back(target, str(store.backup_path(change)), "directory")
+    else:
+        fsops.make_dirs(target)
+    return _record(store, change, kind="directory")
+
+
+_INVERT: dict[str, Callable[[ChangeStore, Change, fsops.Target], Change]] = {
+    "create": _uncreate,
+    "restore": _uncreate,
+    "overwrite": _put_back,
+    "delete": _restore,
+    "mkdir": _rmdir,
+    "rmdir": _mkdir,
+}
+
+
+def _record(store: ChangeStore, change: Change, **fields: Any) -> Change:
+    undo = Change("undo", INVERSE[change.action], change.path, undoes=change.id or None)
+    return store.record(replace(undo, **fields))
