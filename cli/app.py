@@ -232,11 +232,17 @@ def _run(
     record = RunRecord(model=agent.settings.model)
     trace = RunTrace(console, record, show_thinking=agent.settings.think)
     audit_log = session_log(terminal.environ, agent.policy.cwd)
+    conversation: list[dict[str, Any]] = []
     try:
         # closing(): on Ctrl-C the audit wrapper records the call that was cut short.
-        with contextlib.closing(audited(agent.run([], text), audit_log)) as events:
+        with contextlib.closing(audited(agent.run(conversation, text), audit_log)) as events:
             trace.consume(events)
     except (AgentError, KeyboardInterrupt) as exc:
+        saved = _save_unfinished(terminal, agent.settings.model, conversation)
+        if saved and isinstance(exc, AgentError):
+            exc.message += f" (the work so far is saved: agent chat --resume {saved})"
+        elif saved:
+            terminal.stderr.write(f"\nagent: the work so far is saved: agent chat --resume {saved}")
         if as_json:
             record.answer = trace.partial_answer
             record.stop_reason = "error" if isinstance(exc, AgentError) else "interrupted"
@@ -249,6 +255,22 @@ def _run(
         terminal.stdout.write(record.answer.rstrip("\n") + "\n")
         terminal.stdout.flush()
     return EXIT_STEP_LIMIT if record.stop_reason == "max_steps" else EXIT_OK
+
+
+def _save_unfinished(terminal: Terminal, model: str, conversation: list[dict[str, Any]]) -> str:
+    """Keep a run that failed after the model had started working, so that nothing is
+    lost: `agent chat --resume NAME` continues it. The session's name, or "" if not saved."""
+    if not any(m.get("role") in ("assistant", "tool") for m in conversation):
+        return ""
+    from cli.config import data_dir
+    from cli.sessions import SessionStore, timestamp_name
+
+    name = f"run-{timestamp_name()}"
+    try:
+        SessionStore(data_dir(terminal.environ) / "sessions").save(name, model, conversation)
+    except (OSError, AgentError):
+        return ""
+    return name
 
 
 # -- agent chat ------------------------------------------------------------------------------

@@ -22,6 +22,9 @@ from tests.conftest import REPO, MakeAgent, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
 CHANGES = Path(".local/state/metona-agent/changes")
+# How many crashes each test injects; the README's figures quote these.
+KILLS = 12
+INTERRUPT_DELAYS = (0.0, 0.01, 0.03, 0.06)
 
 
 def temp_files(directory: Path) -> list[str]:
@@ -48,7 +51,7 @@ def test_kill_9_at_any_moment_leaves_the_file_whole_and_no_temp_behind(tmp_path:
     size = 4 * 1024 * 1024
     target.write_bytes(b"o" * size)
     rng = random.Random(7)
-    for _ in range(12):
+    for _ in range(KILLS):
         proc = writer(target, store, size)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(rng.uniform(0.0, 0.08))
@@ -82,7 +85,7 @@ def test_ctrl_c_mid_write_keeps_the_old_file_and_no_temp(tmp_path: Path) -> None
     target = work / "data.bin"
     size = 8 * 1024 * 1024
     target.write_bytes(b"o" * size)
-    for delay in (0.0, 0.01, 0.03, 0.06):
+    for delay in INTERRUPT_DELAYS:
         proc = writer(target, store, size)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         time.sleep(delay)

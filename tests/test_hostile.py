@@ -182,3 +182,35 @@ def test_server_faults_leave_the_repl_up_and_the_conversation_saved(
         "first question",
         "second question",
     ]
+
+
+def test_a_run_that_fails_midway_is_saved_for_resume(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, home: Path
+) -> None:
+    from cli.sessions import SessionStore
+
+    (workspace / "a.txt").write_text("data\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        HttpError(500, "runner crashed"),
+    )
+    r = run_cli("run", "summarise a.txt")
+    assert r.code == 1
+    error = [line for line in r.stderr.splitlines() if line.startswith("agent: ")]
+    assert len(error) == 1 and "the work so far is saved: agent chat --resume run-" in error[0]
+    name = r.stderr.rsplit("--resume ", 1)[1].split(")")[0]
+    saved = SessionStore(home / ".local/share/metona-agent/sessions").load(name)
+    assert [m["role"] for m in saved.messages] == ["system", "user", "assistant", "tool"]
+
+
+def test_a_thousand_calls_in_one_answer_are_capped(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "a.txt").write_text("a")
+    calls = [tool_call("read_file", {"path": "a.txt"}) for _ in range(1000)]
+    ollama.enqueue(reply(tool_calls=calls), reply("ok"))
+    events = make_agent().run("go")
+    from cli.events import ToolResult
+
+    assert sum(isinstance(e, ToolResult) for e in events) == 32  # policy.limits default
+    assert len([m for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "tool"]) == 1000

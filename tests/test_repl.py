@@ -350,3 +350,21 @@ def test_save_load_and_history(make_chat: Any, ollama: FakeOllama) -> None:
     assert "1. you: first question" in other.text
     assert "model: first answer" in other.text
     assert "no saved session 'nosuch'" in other.text
+
+
+def test_at_path_reads_are_in_the_audit_log(
+    make_chat: Any, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    from cli.audit import AuditLog, verify
+
+    (workspace / "notes.md").write_text("x\n")
+    ollama.enqueue(reply("ok"))
+    chat = make_chat()
+    log = tmp_path / "audit.jsonl"
+    chat.session.audit_log = AuditLog(log, "s1")
+    chat.run("look at @notes.md" + ENTER)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(r["tool"], r["arguments"], r["outcome"]) for r in records] == [
+        ("read_file", {"path": "notes.md"}, "ok")
+    ]
+    assert verify(log).intact

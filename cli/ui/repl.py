@@ -5,9 +5,11 @@ a tool or the user's keys do ends it, except /exit, /bye and Ctrl-D."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from prompt_toolkit import PromptSession
 from rich.console import Console
@@ -16,6 +18,7 @@ from rich.text import Text
 from cli.agent import Agent
 from cli.audit import AuditLog, audited
 from cli.errors import AgentError
+from cli.events import ToolDecided, ToolResult
 from cli.messages import Message, ToolCall
 from cli.sessions import SessionStore, timestamp_name
 from cli.ui.approve import ChatApprover
@@ -112,11 +115,10 @@ class ChatSession:
         and limits as read_file; None (after saying why) if one cannot be attached."""
         blocks: list[str] = []
         for path in dict.fromkeys(m.group(1) for m in _ATTACHMENT.finditer(text)):
-            decided = self.agent.decide(ToolCall("read_file", {"path": path}))
+            result, decided = self._read_for_attachment(path)
             if not decided.allowed:
                 self.renderer.error(f"@{path} not attached: {decided.reason}")
                 return None
-            result = self.agent.execute(decided)
             if not result.get("success"):
                 self.renderer.error(f"@{path} not attached: {result.get('error')}")
                 return None
@@ -130,6 +132,16 @@ class ChatSession:
         if not blocks:
             return text
         return text + "\n\n" + "\n\n".join(blocks)
+
+    def _read_for_attachment(self, path: str) -> tuple[dict[str, Any], ToolDecided]:
+        """read_file as the model would call it: same policy, approver, limits and audit."""
+        call = ToolCall("read_file", {"path": path})
+        started = time.monotonic()
+        decided = self.agent.decide(call)
+        result = self.agent.execute(decided)
+        if self.audit_log is not None:
+            self.audit_log.record(ToolResult(call, result, time.monotonic() - started, decided))
+        return result, decided
 
     def autosave(self) -> None:
         """Keep every conversation on disk, so a crash or a dead server loses nothing and

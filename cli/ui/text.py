@@ -31,6 +31,10 @@ def _escape(char: str) -> str:
     )
 
 
+def plural(count: Any, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def shorten(text: str, limit: int) -> str:
     """At most `limit` characters, saying how many were left out."""
     if len(text) <= limit:
@@ -76,7 +80,8 @@ def result_summary(name: str, result: Mapping[str, Any]) -> str:
             return f"{human_size(int(result.get('size', 0)))} as base64"
         a, b = result.get("line_range") or (0, 0)
         part = f" (lines {a}-{b})" if result.get("truncated") else ""
-        return f"{result.get('lines')} lines, {human_size(int(result.get('size', 0)))}{part}"
+        lines = result.get("lines")
+        return f"{plural(lines, 'line')}, {human_size(int(result.get('size', 0)))}{part}"
     if name == "write_file":
         verb = "created" if result.get("created") else "overwrote"
         return f"{verb}, {human_size(int(result.get('bytesWritten', 0)))}"

@@ -1,0 +1,51 @@
+"""README promises that tests keep: the two commands it opens with, and the safety figures,
+which must equal what the test suite actually runs."""
+
+from __future__ import annotations
+
+import re
+
+import tests.test_paths_adversarial as paths
+from cli.sandbox import KINDS
+from tests.conftest import REPO
+from tests.test_bypass_corpus import BYPASS_CORPUS
+from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
+from tests.test_hostile import FAULTS
+from tests.test_properties import LOOP_EXAMPLES, SPLIT_EXAMPLES
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+RESOLVERS = 2  # openat2 and the O_NOFOLLOW walk: the adversarial tests run both
+
+
+def figure(label: str) -> int:
+    """The count in the Safety table's row that starts with `label`."""
+    row = re.search(rf"^\| {re.escape(label)}[^|]*\| (\d+) \|", README, re.MULTILINE)
+    assert row, f"no row for {label!r} in README's Safety table"
+    return int(row.group(1))
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    block = README.split("```sh", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert commands == ["make run", "make test"]
+
+
+def cases(test: object) -> int:
+    """How many cases pytest makes of a test function: its parametrize marks multiplied."""
+    count = 1
+    for mark in getattr(test, "pytestmark", []):
+        if mark.name == "parametrize":
+            count *= len(mark.args[1])
+    return count
+
+
+def test_safety_figures_are_what_the_tests_run() -> None:
+    races = [getattr(paths, n) for n in dir(paths) if n.startswith("test_race_")]
+    assert figure("adversarial path strings") == (
+        len(paths.ADVERSARIAL_PATHS) * len(paths.TOOL_CALLS) * RESOLVERS
+    )
+    assert figure("races") == sum(cases(test) for test in races) * RESOLVERS
+    assert figure("bypasses of the seed's command deny list") == len(BYPASS_CORPUS) * len(KINDS)
+    assert figure("server faults injected") == len(FAULTS) * 2 + 1  # + connection refused
+    assert figure("crashes during a write") == KILLS + 1 + len(INTERRUPT_DELAYS)
+    assert figure("property-test examples") == LOOP_EXAMPLES + SPLIT_EXAMPLES
