@@ -377,6 +377,12 @@ def parse_tool_call(raw: Any) -> ToolCall:
             return ToolCall(name, {}, call_id, "arguments are not valid JSON; send an object")
     if not isinstance(args, dict):
         return ToolCall(name, {}, call_id, "arguments must be a JSON object")
+    try:
+        # Python's json reads NaN and Infinity, which JSON does not have: history holding
+        # them could never be sent back (requests refuses to encode it).
+        json.dumps(args, allow_nan=False)
+    except ValueError:
+        return ToolCall(name, {}, call_id, "arguments hold NaN or Infinity; send plain numbers")
     return ToolCall(name, args, call_id)
 
 

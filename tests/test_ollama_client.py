@@ -972,3 +972,10 @@ def test_old_server_without_capabilities_is_assumed_to_do_tools(
     ollama.add_model("old:1", ["completion"], report_capabilities=False)
     info = client.model_info("old:1")
     assert info.supports_tools and not info.supports_thinking
+
+
+def test_nan_in_arguments_is_an_error_the_model_can_fix() -> None:
+    call = parse_tool_call({"function": {"name": "read_file", "arguments": '{"start_line": NaN}'}})
+    assert call.arguments == {} and "NaN" in (call.arguments_error or "")
+    call = parse_tool_call({"function": {"name": "read_file", "arguments": {"x": float("inf")}}})
+    assert call.arguments == {} and call.arguments_error
