@@ -427,12 +427,17 @@ def undo(
             terminal.stderr.flush()
             return terminal.stdin.readline().strip().lower() in ("y", "yes")
 
+        from cli.policy import Policy
+        from cli.wiring import Choices, load
+
+        config = load(Choices(), terminal.environ)
         undo_flow(
             _change_store(terminal),
             change,
             cwd=terminal.cwd,
             say=say,
             ask=None if yes or not terminal.interactive() else ask,
+            policy=Policy(config.policy, terminal.cwd, terminal.home, config.source),
         )
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from cli.changes import Change, ChangeStore
-from cli.paths import display_path
+from cli.paths import display_path, resolve_path
+from cli.policy import Policy
 from cli.tools.fsops import human_size
 from cli.ui.text import sanitize
 from cli.undo import UndoError, apply, plan
@@ -40,12 +41,19 @@ def undo_flow(
     cwd: str,
     say: Callable[[str], None],
     ask: Callable[[str], bool] | None,
+    policy: Policy | None = None,
 ) -> Change:
     """Undo change `number` (the last one when None), telling the user what happens. A
     conflict (the file changed since) is put to `ask`; with no one to ask (`--yes`, no
-    terminal) it is refused: restoring never silently overwrites someone's edit."""
+    terminal) it is refused: restoring never silently overwrites someone's edit.
+
+    The journal is ours, but a sandbox that cannot hide it (Landlock, with the home dir
+    allowed) could let a command rewrite it; so the path is held to today's policy too:
+    never a blocked or secret path, and a protected one only after a person says yes."""
     undo = plan(store, number, lambda path: sanitize(display_path(path, cwd)))
     say(f"undo #{undo.change.id}: {undo.summary}")
+    if policy is not None:
+        _check_path(policy, undo.change.path, ask)
     overwrite = False
     if undo.conflict:
         if ask is None:
@@ -59,3 +67,14 @@ def undo_flow(
     done = apply(store, undo, overwrite=overwrite)
     say(f"done, recorded as #{done.id}: `agent undo` again (or /undo) redoes it")
     return done
+
+
+def _check_path(policy: Policy, path: str, ask: Callable[[str], bool] | None) -> None:
+    """Blocked and secret paths are refused, protected ones asked, wherever they are (an
+    undo is the user's own act, so the allowed dirs of today do not bound it)."""
+    shown = sanitize(display_path(path, policy.cwd))
+    if policy.hides(path):
+        raise UndoError(f"not undone: {shown} is not a path the agent may change now")
+    why = policy.protection(resolve_path(path, policy.cwd, policy.home), "write_file")
+    if why and (ask is None or not ask(f"{shown} is {why}. Undo anyway?")):
+        raise UndoError(f"not undone: {shown} needs your confirmation ({why})")

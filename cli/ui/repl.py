@@ -348,6 +348,7 @@ def _undo(session: ChatSession, argument: str) -> bool:
         cwd=session.agent.policy.cwd,
         say=lambda line: session.say(line, "dim"),
         ask=ask,
+        policy=session.agent.policy,
     )
     # The model last saw the file as it was; after the undo it must read it again.
     session.agent.context.memory.remember(done.path, None)
