@@ -347,10 +347,10 @@ def _chat(
     console.print(
         f"[bold]metona-agent[/] · {escape(settings.model)} · {escape(agent.backend.host)} · "
         f"{escape(agent.policy.cwd)} · tools {'on' if agent.tools_on() else 'off'} · "
-        f"think {'on' if settings.think and info.supports_thinking else 'off'}",
+        f"think {'on' if settings.think and info.supports_thinking else 'off'}"
+        " [dim]· /help[/]",
         highlight=False,
     )
-    console.print("[dim]/help for commands and keys · Ctrl-D quits[/]")
     renderer = ChatRenderer(console, cwd=agent.policy.cwd, show_thinking=settings.think)
     store = SessionStore(data_dir(terminal.environ) / "sessions")
     session = ChatSession(
@@ -503,6 +503,7 @@ def audit_show(
     terminal = Terminal.from_process()
     with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
         from cli.audit import tail
+        from cli.ui.audit_view import NOT_A_RECORD, audit_row
 
         path = _audit_path(terminal, file)
         try:
@@ -514,14 +515,11 @@ def audit_show(
             raise _unreadable(path, exc) from None
         for number, record in rows:
             if not as_json:
-                terminal.stdout.write(_audit_row(number, record) + "\n")
+                terminal.stdout.write(audit_row(number, record) + "\n")
             elif record is not None:
                 terminal.stdout.write(json.dumps(record) + "\n")
             else:
-                terminal.stderr.write(f"line {number}: {_NOT_A_RECORD}\n")
-
-
-_NOT_A_RECORD = "not an audit record (see agent audit verify)"
+                terminal.stderr.write(f"line {number}: {NOT_A_RECORD}\n")
 
 
 def _audit_path(terminal: Terminal, file: str | None) -> Path:
@@ -534,43 +532,6 @@ def _unreadable(path: Path, exc: OSError) -> AgentError:
     if isinstance(exc, FileNotFoundError):
         return AgentError(f"no audit log at {path}: it is written on the first tool call")
     return AgentError(f"cannot read the audit log {path}: {exc.strerror or exc}")
-
-
-def _audit_row(number: int, record: Mapping[str, Any] | None) -> str:
-    """One record as a line. Every field is model-supplied or editable, so each is sanitised
-    before it reaches the terminal."""
-    from cli.ui.text import KEY_ARGUMENT, sanitize
-
-    if record is None:
-        return f"line {number}: {_NOT_A_RECORD}"
-
-    def column(value: object, width: int) -> str:
-        text = sanitize(str(value))
-        return f"{text[: width - 1]}…" if len(text) > width else f"{text:<{width}}"
-
-    tool = str(record.get("tool"))
-    arguments = record.get("arguments")
-    key = arguments.get(KEY_ARGUMENT.get(tool, ""), "") if isinstance(arguments, dict) else ""
-    if isinstance(key, dict):  # summarised: size and hash
-        key = f"<{key.get('bytes')} bytes>"
-    if record.get("decision") == "allow":
-        verdict = f"allow ({record.get('approved_by')})"
-    elif record.get("decision") == "deny":
-        verdict = f"deny ({record.get('rule')})"
-    else:
-        verdict = "undecided"
-    duration = record.get("duration_ms")
-    return " ".join(
-        (
-            column(str(record.get("time", ""))[:19].replace("T", " "), 19),
-            column(str(record.get("session", ""))[:8], 8),
-            column(tool, 16),
-            column(key, 48),
-            column(verdict, 22),
-            column(record.get("outcome"), 11),
-            "-" if duration is None else f"{duration} ms",
-        )
-    )
 
 
 def read_prompt(prompt: str, stdin: TextIO, max_bytes: int) -> str:

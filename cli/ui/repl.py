@@ -87,6 +87,8 @@ class ChatSession:
                     self.send(text)
             except KeyboardInterrupt:
                 self.renderer.interrupted()
+            except Exception as exc:  # a bug of ours must not take the session with it
+                self.renderer.error(f"internal error: {exc!r}; the session goes on")
 
     def send(self, text: str) -> None:
         """Attach `@paths`, then run one turn of the agent loop."""
