@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from cli.config import TOOL_NAMES
@@ -27,11 +27,6 @@ ALL_TOOLS: Mapping[str, Tool] = {
     )
 }
 assert tuple(ALL_TOOLS) == TOOL_NAMES, "the policy and the registry must know the same tools"
-
-
-def definitions(names: Iterable[str]) -> list[dict[str, Any]]:
-    """The `tools` list for /api/chat, for the given tool names."""
-    return [ALL_TOOLS[n].definition() for n in names]
 
 
 def check_arguments(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,7 +65,6 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "check_arguments",
-    "definitions",
     "execute",
     "run_tool",
 ]

@@ -396,12 +396,6 @@ def _root_parts(root: str) -> tuple[str, ...]:
     return tuple(p for p in root.split("/") if p)
 
 
-def lstat(target: Target) -> os.stat_result:
-    """What target's entry is, a last symlink not followed."""
-    with parent_dir(target) as (dir_fd, name):
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-
-
 def remove(
     target: Target, *, recursive: bool, trash: str | None = None, trash_limit: int = 0
 ) -> Removed:
