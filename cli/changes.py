@@ -227,6 +227,18 @@ class ChangeStore:
                 self._append({"evict": change.id})
 
 
+class Backup:
+    """fsops.write's `backup` callback: stores the old content in `store` just before it is
+    replaced, and remembers where (`name`; None if the write kept nothing)."""
+
+    def __init__(self, store: ChangeStore) -> None:
+        self.store = store
+        self.name: str | None = None
+
+    def __call__(self, old: bytes, _mode: int) -> None:
+        self.name = self.store.keep(old)
+
+
 _FIELDS = {f for f in Change.__dataclass_fields__ if f != "evicted"}
 TEMP_PREFIX = ".metona-tmp."  # as cli.tools.fsops names temp files
 

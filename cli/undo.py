@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cli.changes import INVERSE, Change, ChangeStore, sha256
+from cli.changes import INVERSE, Backup, Change, ChangeStore, sha256
 from cli.errors import AgentError
 from cli.tools import fsops
 from cli.tools.base import ToolError
@@ -130,19 +130,15 @@ def _uncreate(store: ChangeStore, change: Change, target: fsops.Target) -> Chang
 def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
     """The content before the change comes back; what is there now is kept for a redo."""
     old = store.backup_bytes(change)
-    kept: list[str] = []
+    backup = Backup(store)
     written = fsops.write(
-        target,
-        old,
-        backup=lambda current, _mode: kept.append(store.keep(current)),
-        backup_limit=FILE_LIMIT,
-        pending=store.pending,
+        target, old, backup=backup, backup_limit=FILE_LIMIT, pending=store.pending
     )
     if change.mode is not None:
         os.chmod(change.path, change.mode, follow_symlinks=False)
     return _record(
-        store, change, size=len(old), mode=written.old_mode,
-        backup=kept[0] if kept else None, after=sha256(old),
+        store, change, size=len(old), mode=written.old_mode, backup=backup.name,
+        after=sha256(old),
     )  # fmt: skip
 
 

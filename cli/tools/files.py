@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from cli.changes import Change, sha256
+from cli.changes import Backup, Change, sha256
 from cli.paths import ResolvedPath
 from cli.tools import fsops
 from cli.tools.base import (
@@ -132,12 +132,13 @@ def write_file(
         ) from None
     if len(data) > ctx.limits.max_write_bytes:
         raise fsops.too_large("content", len(data), ctx.limits.max_write_bytes)
-    store, kept = ctx.changes, []
+    store = ctx.changes
+    backup = Backup(store) if store else None
     written = fsops.write(
         fsops.target(ctx, path, checked.file),
         data,
         expect=ctx.memory.expected(path),
-        backup=(lambda old, _mode: kept.append(store.keep(old))) if store else None,
+        backup=backup,
         backup_limit=ctx.limits.max_backup_bytes,
         pending=store.pending if store else None,
     )
@@ -148,17 +149,17 @@ def write_file(
         "bytesWritten": len(data),
         "created": written.created,
     }
-    if store:
+    if store and backup:
         change = store.record(
             Change(
                 "write_file",
                 "create" if written.created else "overwrite",
                 path=path, size=len(data), mode=written.old_mode,
-                backup=kept[0] if kept else None, after=sha256(data),
+                backup=backup.name, after=sha256(data),
             )
         )  # fmt: skip
         result["change"] = change.id
-        if not written.created and not kept:
+        if not written.created and not written.backed_up:
             result["note"] = "the old content was too large to keep: this cannot be undone"
     return result
 

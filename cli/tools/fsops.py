@@ -103,7 +103,7 @@ class Conflict(ToolError):
 
 
 # (old content, old mode) → kept somewhere safe before the old content is replaced.
-Backup = Callable[[bytes, int], None]
+KeepOld = Callable[[bytes, int], None]
 # (directory, temp name) → held while a temp file may exist, so a crash can be cleaned up.
 Pending = Callable[[str, str], AbstractContextManager[None]]
 
@@ -355,7 +355,7 @@ def write(
     data: bytes,
     *,
     expect: Fingerprint | None = None,
-    backup: Backup | None = None,
+    backup: KeepOld | None = None,
     backup_limit: int = 0,
     pending: Pending | None = None,
 ) -> Written:
@@ -620,7 +620,7 @@ def _write_at(
     checked: FileId | None,
     *,
     expect: Fingerprint | None = None,
-    backup: Backup | None = None,
+    backup: KeepOld | None = None,
     backup_limit: int = 0,
     pending: Callable[[str], AbstractContextManager[None]] | None = None,
 ) -> Written:
