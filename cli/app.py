@@ -141,6 +141,14 @@ def exit_codes(terminal: Terminal, debug: bool) -> Iterator[None]:
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
+@contextlib.contextmanager
+def command(ctx: typer.Context) -> Iterator[Terminal]:
+    """Every command's frame: the process's terminal, and its errors as exit codes."""
+    terminal = Terminal.from_process()
+    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+        yield terminal
+
+
 # -- agent run -------------------------------------------------------------------------------
 
 
@@ -183,8 +191,7 @@ def run(
     ] = None,
     think: ThinkOpt = None,
 ) -> None:
-    terminal = Terminal.from_process()
-    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+    with command(ctx) as terminal:
         code = _run(terminal, prompt, yes, as_json, model, host, config, think, max_steps)
     raise typer.Exit(code)
 
@@ -299,8 +306,7 @@ def chat(
         str | None, typer.Argument(metavar="[NAME]", help="The session --resume reopens.")
     ] = None,
 ) -> None:
-    terminal = Terminal.from_process()
-    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+    with command(ctx) as terminal:
         if name is not None and not resume:
             raise UsageError(
                 f"a session name ({name}) only goes with --resume: agent chat --resume {name}"
@@ -380,8 +386,7 @@ def history(
     count: Annotated[int, typer.Option("-n", min=1, help="How many of the latest.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON record a line.")] = False,
 ) -> None:
-    terminal = Terminal.from_process()
-    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+    with command(ctx) as terminal:
         from dataclasses import asdict
 
         from cli.ui.changes_view import history_rows
@@ -415,8 +420,7 @@ def undo(
         ),
     ] = False,
 ) -> None:
-    terminal = Terminal.from_process()
-    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+    with command(ctx) as terminal:
         from cli.ui.changes_view import undo_flow
 
         def say(line: str) -> None:
@@ -472,8 +476,7 @@ AuditFileOpt = Annotated[
     "1 broken (the first broken line is named) or unreadable.",
 )
 def audit_verify(ctx: typer.Context, file: AuditFileOpt = None) -> None:
-    terminal = Terminal.from_process()
-    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+    with command(ctx) as terminal:
         from cli.audit import verify
 
         path = _audit_path(terminal, file)
@@ -500,8 +503,7 @@ def audit_show(
     ] = False,
     file: AuditFileOpt = None,
 ) -> None:
-    terminal = Terminal.from_process()
-    with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
+    with command(ctx) as terminal:
         from cli.audit import tail
         from cli.ui.audit_view import NOT_A_RECORD, audit_row
 
