@@ -50,11 +50,6 @@ class UnattendedApprover:
         self.fallback = fallback
 
     def __call__(self, request: ApprovalRequest) -> Approval:
-        decision = request.decision
-        if (
-            request.call.name in self.unattended
-            and not decision.outside_allowed
-            and not decision.needs_human
-        ):
+        if request.call.name in self.unattended and request.decision.standing_yes_ok:
             return Approval(True, by="--yes")
         return self.fallback(request)

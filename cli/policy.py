@@ -47,6 +47,13 @@ class Decision:
     needs_human: bool = False
     warnings: tuple[str, ...] = ()  # shown in the confirmation
 
+    @property
+    def standing_yes_ok(self) -> bool:
+        """May a yes given beforehand (--yes, an "always" answer) cover this ask? Never for
+        a path outside the allowed dirs (that would widen what is reachable), never for what
+        needs a person."""
+        return not self.outside_allowed and not self.needs_human
+
 
 class Policy:
     """The user's YAML policy, with every directory resolved once at start."""

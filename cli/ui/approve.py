@@ -50,12 +50,9 @@ class ChatApprover:
 
     def __call__(self, request: ApprovalRequest) -> Approval:
         name = request.call.name
-        # An "a" covers the tool's ordinary asks only: a read outside the allowed dirs asks
-        # every time, and deletes and commands are never covered.
-        decision = request.decision
-        session_ok = (
-            name not in NEVER_ALWAYS and not decision.outside_allowed and not decision.needs_human
-        )
+        # An "a" covers the tool's ordinary asks only: deletes and commands are never
+        # covered, nor what no standing yes may cover (a read outside, a protected file).
+        session_ok = name not in NEVER_ALWAYS and request.decision.standing_yes_ok
         if session_ok and name in self.always:
             return Approval(True, by="session")
         self.console.print(card(request, self.cwd))
