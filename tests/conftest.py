@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -11,11 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prompt_toolkit.history import InMemoryHistory
+from prompt_toolkit.input import PipeInput, create_pipe_input
+from prompt_toolkit.output import DummyOutput
+from rich.console import Console
 
 from cli.agent import Agent
 from cli.approval import Approval, ApprovalRequest
 from cli.config import Config, parse_config
 from cli.events import Event
+from cli.sessions import SessionStore
+from cli.ui.approve import ChatApprover
+from cli.ui.editor import ChatCompleter, make_prompt
+from cli.ui.keys import PromptKeys
+from cli.ui.render import ChatRenderer
+from cli.ui.repl import COMMANDS, ChatSession
 from cli.wiring import Choices, build_agent
 from tests.fake_ollama import FakeOllama
 
@@ -150,3 +161,69 @@ def run_cli(workspace: Path, ollama: FakeOllama) -> RunCli:
         return Completed(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+# -- the chat REPL, driven through a pipe ------------------------------------------------
+
+
+@dataclass
+class Chat:
+    session: ChatSession
+    pipe: PipeInput
+    out: io.StringIO
+    store: SessionStore
+
+    def type(self, *lines: str) -> None:
+        for line in lines:
+            self.pipe.send_text(line)
+
+    def run(self, *lines: str) -> int:
+        """Type the lines (each ending with Enter unless it is a raw key), then run until
+        the input ends (Ctrl-D)."""
+        self.type(*lines)
+        self.pipe.send_text("\x04")  # Ctrl-D on the empty line ends the session
+        return self.session.run()
+
+    @property
+    def text(self) -> str:
+        return self.out.getvalue()
+
+
+MakeChat = Callable[..., Chat]
+
+
+@pytest.fixture
+def make_chat(ollama: FakeOllama, workspace: Path, home: Path) -> Iterator[MakeChat]:
+    pipes: list[Any] = []
+
+    def make(yaml: str = "") -> Chat:
+        context = create_pipe_input()
+        pipe = context.__enter__()
+        pipes.append(context)
+        out = io.StringIO()
+        console = Console(file=out, width=100, color_system=None, force_terminal=False)
+        approver = ChatApprover(
+            console, PromptKeys(input=pipe, output=DummyOutput()), cwd=str(workspace)
+        )
+        agent = build_agent(
+            Choices(host=ollama.url),
+            parse_config(yaml, "t.yaml"),
+            environ=dict(os.environ),
+            cwd=str(workspace),
+            home=str(home),
+            approver=lambda _policy: approver,
+        )
+        store = SessionStore(home / "sessions")
+        prompt = make_prompt(
+            ChatCompleter(COMMANDS, str(workspace)),
+            InMemoryHistory(),
+            input=pipe,
+            output=DummyOutput(),
+        )
+        renderer = ChatRenderer(console, cwd=str(workspace))
+        session = ChatSession(agent, console, renderer, approver, store, prompt=prompt)
+        return Chat(session, pipe, out, store)
+
+    yield make
+    for context in pipes:
+        context.__exit__(None, None, None)

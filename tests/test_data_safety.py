@@ -16,9 +16,8 @@ import pexpect
 import pytest
 
 from cli.changes import ChangeStore
-from cli.config import parse_config
 from cli.tools import fsops
-from tests.conftest import REPO, MakeAgent, RunCli
+from tests.conftest import REPO, MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
 CHANGES = Path(".local/state/metona-agent/changes")
@@ -369,55 +368,16 @@ def test_the_agents_own_state_is_out_of_the_models_reach(
     assert journal.read_text() == ""
 
 
-def test_undo_in_chat(ollama: FakeOllama, workspace: Path, home: Path) -> None:
-    import io
-
-    from prompt_toolkit.history import InMemoryHistory
-    from prompt_toolkit.input import create_pipe_input
-    from prompt_toolkit.output import DummyOutput
-    from rich.console import Console
-
-    from cli.sessions import SessionStore
-    from cli.ui.approve import ChatApprover
-    from cli.ui.editor import ChatCompleter, make_prompt
-    from cli.ui.keys import PromptKeys
-    from cli.ui.render import ChatRenderer
-    from cli.ui.repl import COMMANDS, ChatSession
-    from cli.wiring import Choices, build_agent
-
+def test_undo_in_chat(make_chat: MakeChat, ollama: FakeOllama, workspace: Path) -> None:
     (workspace / "n.txt").write_text("before\n")
     ollama.enqueue(
         reply(tool_calls=[tool_call("write_file", {"path": "n.txt", "content": "after\n"})]),
         reply("Changed."),
     )
-    out = io.StringIO()
-    console = Console(file=out, width=100, color_system=None)
-    with create_pipe_input() as pipe:
-        approver = ChatApprover(
-            console, PromptKeys(input=pipe, output=DummyOutput()), cwd=str(workspace)
-        )
-        agent = build_agent(
-            Choices(host=ollama.url), parse_config("", "t.yaml"), environ=dict(os.environ),
-            cwd=str(workspace), home=str(home), approver=lambda _p: approver,
-        )  # fmt: skip
-        prompt = make_prompt(
-            ChatCompleter(COMMANDS, str(workspace)),
-            InMemoryHistory(),
-            input=pipe,
-            output=DummyOutput(),
-        )
-        session = ChatSession(
-            agent,
-            console,
-            ChatRenderer(console, cwd=str(workspace)),
-            approver,
-            SessionStore(home / "s"),
-            prompt=prompt,
-        )
-        pipe.send_text("change n\ry/undo\r\x04")
-        assert session.run() == 0
+    chat = make_chat()
+    assert chat.run("change n\r", "y", "/undo\r") == 0
     assert (workspace / "n.txt").read_text() == "before\n"
-    assert "undo #1: put back the content n.txt had before change #1" in out.getvalue()
+    assert "undo #1: put back the content n.txt had before change #1" in chat.text
 
 
 @pytest.mark.parametrize(

@@ -4,12 +4,11 @@ misbehaves in every way we know. The tool layer holds; the user loses nothing.""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import MakeAgent, RunCli
+from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, HttpError, Stream, reply, tool_call
 
 KEY = (
@@ -131,52 +130,16 @@ def test_connection_refused_gives_one_line_and_exit_1(run_cli: RunCli) -> None:
 
 @pytest.mark.parametrize(("fault", "words"), FAULTS)
 def test_server_faults_leave_the_repl_up_and_the_conversation_saved(
-    make_agent: MakeAgent, ollama: FakeOllama, home: Path, fault: Stream | HttpError, words: str
+    make_chat: MakeChat, ollama: FakeOllama, fault: Stream | HttpError, words: str
 ) -> None:
-    import io
-
-    from prompt_toolkit.history import InMemoryHistory
-    from prompt_toolkit.input import create_pipe_input
-    from prompt_toolkit.output import DummyOutput
-    from rich.console import Console
-
-    from cli.sessions import SessionStore
-    from cli.ui.approve import ChatApprover
-    from cli.ui.editor import ChatCompleter, make_prompt
-    from cli.ui.keys import PromptKeys
-    from cli.ui.render import ChatRenderer
-    from cli.ui.repl import COMMANDS, ChatSession
-
-    harness = make_agent("ollama: {timeout: 1}\nagent: {max_answer_chars: 5000}\n")
-    out = io.StringIO()
-    console = Console(file=out, width=100, color_system=None)
-    store = SessionStore(home / "sessions")
+    chat = make_chat("ollama: {timeout: 1}\nagent: {max_answer_chars: 5000}\n")
     for _ in range(4 if isinstance(fault, HttpError) and fault.status == 503 else 1):
         ollama.enqueue(fault)
     ollama.enqueue(reply("I am back."))
-    with create_pipe_input() as pipe:
-        approver = ChatApprover(
-            console, PromptKeys(input=pipe, output=DummyOutput()), cwd=os.getcwd()
-        )
-        prompt = make_prompt(
-            ChatCompleter(COMMANDS, os.getcwd()),
-            InMemoryHistory(),
-            input=pipe,
-            output=DummyOutput(),
-        )
-        session = ChatSession(
-            harness.agent,
-            console,
-            ChatRenderer(console, cwd=os.getcwd()),
-            approver,
-            store,
-            prompt=prompt,
-        )
-        pipe.send_text("first question\rsecond question\r\x04")
-        assert session.run() == 0
-    assert words in out.getvalue()
-    assert "I am back." in out.getvalue()
-    saved = store.latest()
+    assert chat.run("first question\r", "second question\r") == 0
+    assert words in chat.text
+    assert "I am back." in chat.text
+    saved = chat.store.latest()
     assert saved is not None
     assert [m["content"] for m in saved.messages if m["role"] == "user"] == [
         "first question",
