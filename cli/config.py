@@ -16,6 +16,7 @@ from typing import Any, get_origin, get_type_hints
 
 import yaml
 
+from cli import sensitive
 from cli.errors import ConfigError
 
 APP_NAME = "metona-agent"
@@ -36,42 +37,9 @@ SETTINGS = ("allow", "ask", "deny")
 SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
 
-# Names of files that hold secrets: never read, written or searched. A few overlap (`credentials`
-# already covers .git-credentials and .aws/credentials); the specific ones stay so that a user
-# who trims the broad words keeps them in view. SSH key names match anywhere, `.pub` included,
-# as the seed's `id_rsa` did: a public key is no secret, but an agent has no use for one, it
-# names its owner across hosts, and an exception for `.pub` would also let `id_rsa.pub.bak`-like
-# copies of the private key through.
-DEFAULT_SENSITIVE = (
-    r"\.env$",  # .env and prod.env, as the seed had it
-    r"(^|/)\.env[^/]*$",  # .env*: .env.local, .env.production, .envrc; not environment.py
-    r"(^|/)[._]netrc$",
-    r"(^|/)\.git-credentials$",
-    r"(^|/)\.npmrc$",
-    r"(^|/)\.pypirc$",
-    r"(^|/)\.aws/credentials$",
-    r"id_(rsa|dsa|ecdsa|ed25519)",
-    r"\.pem$",
-    r"\.key$",
-    r"\.(p12|pfx)$",  # PKCS#12 bundles hold a private key
-    r"\.gnupg",
-    r"credentials",
-    r"password",
-)
-
-# Writes here can change what runs later or how the agent itself behaves (Copilot
-# CVE-2025-53773, Cursor CVE-2025-54135/54136): they always ask, and --yes never approves them.
-DEFAULT_PROTECTED = (
-    r"(^|/)\.(bashrc|bash_profile|bash_login|bash_logout|profile|zshrc|zshenv|zprofile|zlogin"
-    r"|zlogout|kshrc|cshrc|tcshrc|inputrc)$",
-    r"(^|/)\.config/fish/",
-    r"(^|/)\.git/hooks(/|$)",
-    r"(^|/)\.git/config$",
-    r"(^|/)\.config/metona-agent(/|$)",
-    r"(^|/)\.vscode/(settings|tasks|launch)\.json$",
-    r"(^|/)\.cursor/(mcp\.json|rules)",
-    r"(^|/)\.github/workflows/",
-)
+# Secrets, execution surfaces and the agent's own config are one list each, in
+# cli/sensitive.py, read by the policy, the sandbox and the audit redactor alike; the YAML
+# adds to them (policy.secrets, policy.execution_surfaces, and the regex forms below).
 
 # The seed's command deny list, as case-insensitive regular expressions searched anywhere in
 # the command. It catches the obvious spellings only: see README "Safety".
@@ -148,6 +116,7 @@ class LimitsConfig:
     command_cpu_seconds: int = _setting(300, minimum=1)
     command_memory_mb: int = _setting(4096, minimum=16)
     command_processes: int = _setting(2048, minimum=8)
+    sandbox_scan_entries: int = _setting(200_000, minimum=1)
 
 
 @dataclass(frozen=True)
@@ -156,11 +125,13 @@ class PolicyConfig:
     blocked_dirs: list[str] = _setting(
         ["/etc", "/sys", "/proc", "/dev", "/boot", "/root", "~/.ssh", "~/.gnupg", "~/.aws"]
     )
-    sensitive_patterns: list[str] = _setting(list(DEFAULT_SENSITIVE), regex=True)
+    secrets: list[str] = _setting([], glob=True)
+    execution_surfaces: list[str] = _setting([], glob=True)
+    sensitive_patterns: list[str] = _setting([], regex=True)
     confirm: str = _setting("write-only", choices=CONFIRM_MODES)
     tools: dict[str, str] = _setting({}, keys=TOOL_NAMES, choices=SETTINGS)
     unattended: list[str] = _setting(["write_file", "create_directory"], choices=TOOL_NAMES)
-    protected_patterns: list[str] = _setting(list(DEFAULT_PROTECTED), regex=True)
+    protected_patterns: list[str] = _setting([], regex=True)
     trash: bool = True
     commands: CommandsConfig = field(default_factory=CommandsConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
@@ -196,6 +167,16 @@ def state_dir(env: Mapping[str, str]) -> Path:
 
 def data_dir(env: Mapping[str, str]) -> Path:
     return _xdg_dir(env, "XDG_DATA_HOME", ".local/share")
+
+
+def config_locations(env: Mapping[str, str]) -> list[str]:
+    """Every dir a config would be loaded from, whether or not it exists yet:
+    $XDG_CONFIG_HOME/metona-agent and ~/.config/metona-agent (the one used when
+    XDG_CONFIG_HOME is unset, relative, or changes between runs). A config the model
+    creates would be obeyed by the next run, so the policy protects all of them."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    dirs = [str(config_dir(env)), str(Path(home) / ".config" / APP_NAME)]
+    return list(dict.fromkeys(os.path.normpath(d) for d in dirs))
 
 
 def find_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
@@ -377,6 +358,10 @@ class _Builder:
                 raise self.fail(path, f"item {index + 1}: expected a string, got {_kind(item)}")
             if meta.get("choices") and item not in meta["choices"]:
                 raise self.fail(path, f"item {item!r} is not one of {', '.join(meta['choices'])}")
+            if meta.get("glob"):
+                why = sensitive.invalid([item])
+                if why:
+                    raise self.fail(path, f"item {item!r} {why[1]}")
             if meta.get("regex"):
                 try:
                     re.compile(item)

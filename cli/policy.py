@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cli import sensitive
 from cli.commands import matches_allow
-from cli.config import READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, PolicyConfig
+from cli.config import APP_NAME, READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, PolicyConfig
 from cli.paths import PathError, ResolvedPath, expand_user, is_within, resolve_path, root_of
 
 Action = Literal["allow", "ask", "deny"]
@@ -65,11 +66,15 @@ class Policy:
         home: str,
         config_path: str | None = None,
         private_dirs: Sequence[str] = (),
+        config_dirs: Sequence[str] | None = None,
+        path_var: str = "",
     ) -> None:
-        """`config_path`: the config file this policy came from, if any; writes to it always
-        need a person, like protected_patterns. `private_dirs`: the agent's own state (audit
+        """`config_path`: the config file this policy came from, if any. `config_dirs`: every
+        dir a config would be loaded from, existing or not (default ~/.config/metona-agent);
+        writes to either always need a person. `private_dirs`: the agent's own state (audit
         log, backups, trash, sessions), blocked like blocked_dirs so that no tool, and so no
-        model, can rewrite the record of what it did or plant a backup for `agent undo`."""
+        model, can rewrite the record of what it did or plant a backup for `agent undo`.
+        `path_var`: $PATH, whose dirs under the home dir are execution surfaces."""
         self.config = config
         self.home = home
         self.cwd = os.path.realpath(cwd)
@@ -83,9 +88,7 @@ class Policy:
             if d.strip():
                 blocked += [os.path.normpath(self._absolute(d)), self._real(d)]
         self.blocked_dirs = tuple(dict.fromkeys(blocked))
-        self.sensitive = tuple(re.compile(p, re.IGNORECASE) for p in config.sensitive_patterns)
         self.command_deny = tuple(re.compile(p, re.IGNORECASE) for p in config.commands.deny)
-        self.protected = tuple(re.compile(p, re.IGNORECASE) for p in config.protected_patterns)
         # Both the file and, if the path given is a symlink, the link: deleting the link would
         # drop the config just as well.
         self.config_files: tuple[str, ...] = ()
@@ -94,6 +97,20 @@ class Policy:
             parent, name = os.path.split(absolute)
             entry = os.path.join(os.path.realpath(parent), name)
             self.config_files = tuple(dict.fromkeys((os.path.realpath(absolute), entry)))
+        if config_dirs is None:
+            config_dirs = [os.path.join(home, ".config", APP_NAME)]
+        agent_paths = [*self.config_files]
+        for d in config_dirs:
+            agent_paths += [os.path.normpath(self._absolute(d)), self._real(d)]
+        self.classes = sensitive.build(
+            home,
+            config.secrets,
+            config.execution_surfaces,
+            config.sensitive_patterns,
+            config.protected_patterns,
+            path_var,
+            agent_paths,
+        )
 
     # -- settings -------------------------------------------------------------------------
 
@@ -179,21 +196,26 @@ class Policy:
 
     def protection(self, path: ResolvedPath, tool: str) -> str | None:
         """Why a write to `path` needs a person, or None. Such a write could loosen this
-        agent's own policy or plant code that runs later: the agent's config, shell start-up
-        files, git hooks and config (protected_patterns). Copilot CVE-2025-53773 and Cursor
-        CVE-2025-54135/54136 were agents writing exactly such files on an injected prompt."""
-        if any(form in self.config_files for form in path.forms):
-            return "this agent's own config file"
+        agent's own policy or plant code that runs later: the agent's config (every place
+        one would be loaded from), and the execution surfaces of cli/sensitive.py — git's
+        control files, shell start-up files, $PATH dirs, units, CI configs… Copilot
+        CVE-2025-53773 and Cursor CVE-2025-54135/54136 were agents writing such files."""
+        agent = self.classes.agent_config
+        if any(agent.match(form) for form in path.forms):
+            return "this agent's own config"
         # A recursive delete of a directory holding the config removes it too.
-        if tool == "delete_file" and any(is_within(c, path.entry) for c in self.config_files):
-            return "a directory holding this agent's own config file"
-        forms = (path.given, *path.forms)
-        if any(p.search(form) for p in self.protected for form in forms):
-            return "protected (policy.protected_patterns)"
+        if tool == "delete_file" and any(
+            is_within(p, path.entry) for p in self.classes.agent_paths
+        ):
+            return "a directory holding this agent's own config"
+        surfaces = self.classes.surfaces
+        if any(surfaces.match(form) for form in (path.given, *path.forms)):
+            return "an execution surface (its content makes code run later)"
         return None
 
     def is_sensitive(self, path: str) -> bool:
-        return any(p.search(path) for p in self.sensitive)
+        """A secret (cli/sensitive.py SECRETS, policy.secrets, policy.sensitive_patterns)."""
+        return self.classes.secrets.match(path)
 
     def blocked_dir(self, path: str) -> str | None:
         return next((d for d in self.blocked_dirs if is_within(path, d)), None)
@@ -212,8 +234,8 @@ class Policy:
         for form in (path.given, *path.forms):
             if self.is_sensitive(form):
                 return (
-                    f"{path.given} looks like a secret (matches policy.sensitive_patterns); "
-                    "it is never read or written",
+                    f"{path.given} looks like a secret (a credential or key file); "
+                    "it is never read, searched or written",
                     "sensitive",
                 )
         return None

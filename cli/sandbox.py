@@ -32,37 +32,33 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli import sensitive
 from cli.config import SANDBOX_MODES, LimitsConfig
 from cli.paths import expand_user, is_within
 
 KINDS = ("bwrap", "landlock")  # in the order "auto" tries them
 INSTALL_HINT = "install bubblewrap (`sudo apt-get install bubblewrap`)"
 
-# Credentials under the home directory, hidden from every sandboxed command whatever the
-# policy's blocked_dirs say: a command's output goes to the model, and a prompt-injected
-# model is the threat (security notes, "Paths": .netrc, .git-credentials, .npmrc, keys).
-HOME_SECRETS = (
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".kube",
-    ".docker",
-    ".password-store",
-    ".config/gcloud",
-    ".config/gh",
-    ".local/share/keyrings",
-    ".netrc",
-    ".git-credentials",
-    ".npmrc",
-    ".pypirc",
-    ".pgpass",
-    ".my.cnf",
-    ".vault-token",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".terraform.d/credentials.tfrc.json",
-    ".ollama/id_ed25519",  # signs requests to ollama.com
+# Dependency and cache dirs that the scan for secrets and execution surfaces inside the
+# writable dirs does not enter: tool-managed, often huge (a node_modules of 200k files), and
+# not where a user keeps credentials. A secret-named file inside them stays readable to
+# commands (README "Safety" says so).
+SCAN_SKIP = frozenset(
+    {
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".cache",
+        "target",
+        ".gradle",
+        ".terraform",
+    }
 )
 
 # Blocked dirs that programs cannot do without stay visible, read-only: /etc holds
@@ -115,16 +111,25 @@ class SandboxUnavailable(Exception):
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """What the sandbox is built from: `policy.commands.sandbox` and the policy's dirs."""
+    """What the sandbox is built from: `policy.commands.sandbox`, the policy's dirs and its
+    classes of path (Policy.classes: the same lists the file tools obey)."""
 
     mode: str = "auto"  # auto | bwrap | landlock | off
     writable: tuple[str, ...] = ()  # Policy.allowed_dirs: absolute, symlinks resolved
     blocked: tuple[str, ...] = ()  # Policy.blocked_dirs
     home: str = ""  # whose secrets to hide; "" means ours
+    classes: sensitive.Classes | None = None  # None: the built-in lists for `home`
+    scan_entries: int = 200_000  # policy.limits.sandbox_scan_entries
 
     def __post_init__(self) -> None:
         if self.mode not in SANDBOX_MODES:
             raise ValueError(f"sandbox mode must be one of {', '.join(SANDBOX_MODES)}")
+
+    @property
+    def lists(self) -> sensitive.Classes:
+        if self.classes is not None:
+            return self.classes
+        return sensitive.build(self.home or os.path.expanduser("~"))
 
 
 @dataclass(frozen=True)
@@ -267,11 +272,13 @@ def _hideable(blocked: str) -> bool:
 
 
 def hidden_paths(spec: SandboxSpec) -> list[str]:
-    """The existing secrets and blocked dirs a command must not see, symlinks resolved,
-    outermost first, none inside another. A dir holding an allowed dir stays: the policy
-    refuses to work in a blocked dir anyway, and the allowed one must stay reachable."""
+    """The existing secrets named by path (cli/sensitive.py, anchored at the home dir) and
+    the blocked dirs, symlinks resolved, outermost first, none inside another. A dir
+    holding an allowed dir stays: the policy refuses to work in a blocked dir anyway, and
+    the allowed one must stay reachable. Secrets found by name inside the writable dirs
+    come from `scan` (bwrap only)."""
     home = spec.home or os.path.expanduser("~")
-    candidates = [os.path.join(home, name) for name in HOME_SECRETS]
+    candidates = spec.lists.secrets.anchored_paths()
     candidates += [expand_user(d, home) for d in spec.blocked]
     found: list[str] = []
     for path in candidates:
@@ -281,8 +288,108 @@ def hidden_paths(spec: SandboxSpec) -> list[str]:
         if not _hideable(real) or any(is_within(w, real) for w in spec.writable):
             continue
         found.append(real)
-    found = sorted(set(found), key=lambda p: (_depth(p), p))
+    return _outermost(found)
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    found = sorted(set(paths), key=lambda p: (_depth(p), p))
     return [p for i, p in enumerate(found) if not any(is_within(p, q) for q in found[:i])]
+
+
+class ScanTooLarge(SandboxUnavailable):
+    """Too many entries in the writable dirs to check them all before a command runs."""
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a command must not see or change inside the writable dirs (bwrap)."""
+
+    masked: tuple[str, ...]  # secrets: an empty file or dir is bound over each
+    locked: tuple[str, ...]  # execution surfaces and the agent's config: read-only
+    split: tuple[str, ...]  # dirs that hold a surface that does not exist yet: read-only,
+    # their existing entries bound writable again, so nothing new can be created in them
+
+
+def scan(spec: SandboxSpec) -> Scan:
+    """Walk every writable dir (iteratively, never following a symlink, not entering the
+    dirs of SCAN_SKIP nor what is already masked or locked) for the entries the policy's
+    lists name; raise ScanTooLarge past `spec.scan_entries`: a command we cannot check is
+    not run."""
+    lists = spec.lists
+    masked: list[str] = []
+    locked: list[str] = []
+    holders: list[str] = []
+    seen = 0
+    stack = [w for w in spec.writable if os.path.isdir(w) and not os.path.islink(w)]
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        seen += len(listed)
+        if seen > spec.scan_entries:
+            raise ScanTooLarge(_too_large(spec))
+        for entry in listed:
+            path = entry.path
+            if lists.secrets.match(path):
+                # A link is masked where it leads: a bind over it would land there anyway.
+                masked.append(os.path.realpath(path) if entry.is_symlink() else path)
+            elif lists.surfaces.match(path) or lists.agent_config.match(path):
+                if entry.is_symlink():
+                    # Lock what it leads to, and its dir, so the link cannot be replaced.
+                    locked.append(os.path.realpath(path))
+                    holders.append(directory)
+                else:
+                    locked.append(path)
+            elif entry.name not in SCAN_SKIP and entry.is_dir(follow_symlinks=False):
+                stack.append(path)
+    anchored = [*lists.surfaces.anchored_paths(), *lists.agent_paths]
+    inside = [p for p in anchored if any(is_within(p, w) for w in spec.writable)]
+    locked += [os.path.realpath(p) for p in inside if os.path.lexists(p)]
+    holders += [os.path.dirname(p) for p in inside if os.path.islink(p)]
+    holders += _missing_holders(inside)
+    locked = [p for p in _outermost(locked) if _writable(spec, p) and os.path.exists(p)]
+    masked = [p for p in _outermost(masked) if _hideable(p) and os.path.lexists(p)]
+    shut = [*locked, *masked]
+    holders = [h for h in dict.fromkeys(holders) if not any(is_within(h, x) for x in shut)]
+    return Scan(tuple(masked), tuple(locked), tuple(holders))
+
+
+def _writable(spec: SandboxSpec, path: str) -> bool:
+    return any(is_within(path, w) for w in spec.writable)
+
+
+def _nearest_existing(path: str) -> str:
+    while not os.path.lexists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def _missing_holders(anchored: Iterable[str]) -> list[str]:
+    """For each surface that does not exist yet inside a writable dir, the nearest dir on
+    its way that does: made read-only (its entries writable again), so that a command
+    cannot create the surface — a ~/.bashrc or ~/.config/systemd/user unit that the user's
+    next login would run."""
+    holders = []
+    for path in anchored:
+        if os.path.lexists(path):
+            continue
+        holder = _nearest_existing(path)
+        if os.path.isdir(holder) and not os.path.islink(holder):
+            holders.append(holder)
+    return holders
+
+
+def _too_large(spec: SandboxSpec) -> str:
+    where = ", ".join(spec.writable)
+    return (
+        f"run_command checks every entry of the writable dirs ({where}) for secrets and "
+        f"files that run code before a command runs, and there are more than "
+        f"{spec.scan_entries}: narrow policy.allowed_dirs or raise "
+        "policy.limits.sandbox_scan_entries"
+    )
 
 
 def _rlimits(limits: LimitsConfig) -> dict[str, int]:
@@ -323,14 +430,28 @@ def _bwrap_mounts(bwrap: str, spec: SandboxSpec, path_var: str, tmp_bytes: int) 
     for root in spec.writable:
         if os.path.isdir(root):
             add(root, 1, ["--bind", root, root])
-        git = os.path.realpath(os.path.join(root, ".git"))
-        if os.path.exists(git) and any(is_within(git, w) for w in spec.writable):
-            add(git, 3, ["--ro-bind", git, git])  # hooks and config are code we would run
-    for path in hidden_paths(spec):
+    found = scan(spec)
+    for holder in found.split:
+        add(holder, 2, ["--ro-bind", holder, holder])
+        for child in _entries(holder):
+            add(child, 1, ["--bind", child, child])
+    for path in found.locked:
+        add(path, 3, ["--ro-bind", path, path])  # code that runs later, our config
+    for path in [*hidden_paths(spec), *found.masked]:
         if is_within(path, "/tmp") and not any(is_within(path, w) for w in spec.writable):
             continue  # gone with the host's /tmp already
-        add(path, 2, _hide(path))
+        add(path, 4, _hide(path))
     return [arg for _, _, args in sorted(ops, key=lambda op: op[:2]) for arg in args]
+
+
+def _entries(directory: str) -> list[str]:
+    """The entries of `directory` that a bind can take: not symlinks (a bind follows them,
+    and a link stays what it is inside the read-only dir anyway)."""
+    try:
+        with os.scandir(directory) as entries:
+            return [e.path for e in entries if not e.is_symlink()]
+    except OSError:
+        return []
 
 
 def _hide(path: str) -> list[str]:

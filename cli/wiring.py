@@ -12,7 +12,15 @@ from datetime import date
 from cli.agent import Agent, AgentSettings
 from cli.approval import Approver
 from cli.changes import ChangeStore
-from cli.config import Config, data_dir, find_config, load_config, resolve_host, state_dir
+from cli.config import (
+    Config,
+    config_locations,
+    data_dir,
+    find_config,
+    load_config,
+    resolve_host,
+    state_dir,
+)
 from cli.ollama import OllamaClient
 from cli.policy import Policy
 from cli.prompt import Surroundings
@@ -51,7 +59,15 @@ def build_agent(
         host, timeout=config.ollama.timeout, api_key=environ.get("OLLAMA_API_KEY") or None
     )
     private = [str(state_dir(environ)), str(data_dir(environ))]
-    policy = Policy(config.policy, cwd, home, config_path=config.source, private_dirs=private)
+    policy = Policy(
+        config.policy,
+        cwd,
+        home,
+        config_path=config.source,
+        private_dirs=private,
+        config_dirs=config_locations(environ),
+        path_var=environ.get("PATH", ""),
+    )
     settings = AgentSettings(
         model=choices.model or config.ollama.model,
         think=config.ollama.think if choices.think is None else choices.think,
@@ -68,7 +84,12 @@ def build_agent(
         environ=dict(environ),
         roots=policy.allowed_dirs,
         sandbox=SandboxSpec(
-            config.policy.commands.sandbox, policy.allowed_dirs, policy.blocked_dirs, home
+            config.policy.commands.sandbox,
+            policy.allowed_dirs,
+            policy.blocked_dirs,
+            home,
+            policy.classes,
+            config.policy.limits.sandbox_scan_entries,
         ),
         changes=change_store(config, environ),
         trash=config.policy.trash,

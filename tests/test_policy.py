@@ -166,10 +166,13 @@ def test_sensitive_outside_is_denied_not_asked(make_policy: MakePolicy, outside:
     assert (decision.action, decision.rule) == ("deny", "sensitive")
 
 
-def test_custom_sensitive_pattern_replaces_defaults(make_policy: MakePolicy) -> None:
+def test_custom_sensitive_pattern_adds_to_the_defaults(make_policy: MakePolicy) -> None:
+    """The built-in secrets (cli/sensitive.py) cannot be dropped from the YAML: a config
+    that lists its own patterns gets them on top."""
     policy = make_policy("policy:\n  confirm: none\n  sensitive_patterns: ['\\.secret$']\n")
     assert policy.decide("read_file", {"path": "a.SECRET"}).rule == "sensitive"
-    assert policy.decide("read_file", {"path": ".env"}).action == "allow"
+    assert policy.decide("read_file", {"path": ".env"}).rule == "sensitive"
+    assert policy.decide("read_file", {"path": "notes.txt"}).action == "allow"
 
 
 # -- 3. outside the allowed dirs ---------------------------------------------------------------

@@ -1,0 +1,488 @@
+"""What is sensitive, in one place: the lists every part reads — the policy (file tools,
+listing, search), the command sandbox's mounts and the audit redactor.
+
+Three classes of path (security notes: "one list per class, used everywhere"; each gap
+between two copies of a list was an escape):
+
+secrets            never read, searched, written or shown to a command; a listing may show
+                   their names. Credentials and keys.
+execution surfaces files and dirs whose content makes code run later (git's control files,
+                   shell start-up files, dirs on $PATH, systemd units, autostart entries,
+                   CI configs, hooks, editor tasks, package-manager configs): every write
+                   needs a person — never `--yes`, an earlier "always" or `tools: allow` —
+                   and commands see them read-only.
+agent config       every path this agent would load a config from, existing or not: the
+                   same as an execution surface (a model that writes it rewrites its policy).
+
+Each entry is a glob. One that starts with `/` or `~/` is anchored (that path and all
+below it); any other matches the trailing components of a path anywhere (`.aws/credentials`
+is `…/.aws/credentials` wherever it lies), and everything below a match. `*` and `?` stay
+within one component, `**` spans any number, `[…]` is a class. Matching ignores case
+(macOS and Windows file systems do). Users add entries in YAML (`policy.secrets`,
+`policy.execution_surfaces`); the defaults below cannot be switched off from there.
+
+Pure: no I/O here but the $PATH entries the caller passes in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+# Words that name a secret: in file names (`credentials`, `password`) and, for the audit
+# redactor, in flag and key names (`--password X`, `api_key=X`).
+SECRET_WORDS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "credential",
+    "api_key",
+    "apikey",
+    "api-key",
+    "access_key",
+    "private_key",
+    "auth",
+)
+
+# -- secrets -----------------------------------------------------------------------------------
+
+SECRETS = (
+    # Keys and credential stores in the home directory.
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.password-store",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.config/glab-cli",
+    "~/.config/rclone",
+    "~/.config/op",
+    "~/.config/doctl",
+    "~/.config/hcloud",
+    "~/.config/sops",
+    "~/.config/configstore",
+    "~/.config/netlify",
+    "~/.config/stripe",
+    "~/.local/share/keyrings",
+    "~/.oci",
+    "~/.s3cfg",
+    "~/.boto",
+    "~/.m2/settings.xml",
+    "~/.m2/settings-security.xml",
+    "~/.gradle/gradle.properties",
+    "~/.gem/credentials",
+    "~/.composer/auth.json",
+    "~/.config/composer/auth.json",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.terraformrc",
+    "~/.databrickscfg",
+    "~/.kaggle",
+    "~/.huggingface/token",
+    "~/.cache/huggingface/token",
+    "~/.ollama/id_ed25519",  # signs requests to ollama.com
+    "~/.mozilla",  # browser profiles: cookies and saved passwords
+    "~/.config/google-chrome",
+    "~/.config/chromium",
+    "~/.config/BraveSoftware",
+    "~/.thunderbird",
+    "~/.authinfo",
+    "~/.authinfo.gpg",
+    # Credential files wherever they lie (another user's home, a project, a mounted disk).
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".yarnrc.yml",  # npmAuthToken
+    ".pypirc",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    ".htpasswd",
+    ".aws/credentials",
+    ".aws/config",
+    ".docker/config.json",
+    ".kube/config",
+    ".config/gh/hosts.yml",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gnupg",
+    ".ssh",
+    # Environment files: .env, .env.local, prod.env, .envrc (direnv).
+    ".env*",
+    "*.env",
+    # Keys and certificates with their private part.
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "*.kdbx",  # KeePass
+    "*.tfstate",  # Terraform state holds every secret it created
+    "*.tfstate.backup",
+    "*credentials*",
+    "*password*",
+)
+
+# -- execution surfaces -------------------------------------------------------------------------
+
+EXECUTION_SURFACES = (
+    # git: every control file can run code (core.fsmonitor, core.pager, core.sshCommand,
+    # hooks, filters, commondir/gitdir redirections, config.worktree); `.git` as a file is
+    # a gitdir pointer. Nothing under .git is written without a person.
+    ".git",
+    ".config/metona-agent",  # this agent's config in any home (the loaded one is exact)
+    ".gitmodules",  # submodule.*.update = !command
+    ".gitattributes",  # selects filter and diff drivers
+    "~/.gitconfig",
+    "~/.config/git",
+    "~/.gitattributes",
+    # Shells: start-up, alias and environment files.
+    "~/.bashrc",
+    "~/.bashrc.d",
+    "~/.bash_profile",
+    "~/.bash_login",
+    "~/.bash_logout",
+    "~/.bash_aliases",
+    "~/.bash_completion",
+    "~/.bash_completion.d",
+    "~/.profile",
+    "~/.profile.d",
+    "~/.zshrc",
+    "~/.zshenv",
+    "~/.zprofile",
+    "~/.zlogin",
+    "~/.zlogout",
+    "~/.zsh",
+    "~/.oh-my-zsh",
+    "~/.kshrc",
+    "~/.mkshrc",
+    "~/.cshrc",
+    "~/.tcshrc",
+    "~/.login",
+    "~/.logout",
+    "~/.inputrc",
+    "~/.config/fish",
+    "~/.config/nushell",
+    "~/.config/starship.toml",
+    "~/.config/environment.d",
+    "~/.pam_environment",
+    "~/.xprofile",
+    "~/.xinitrc",
+    "~/.xsession",
+    "~/.xsessionrc",
+    "~/.direnvrc",
+    "~/.config/direnv",
+    ".envrc",
+    "~/.tmux.conf",
+    "~/.config/tmux",
+    "~/.screenrc",
+    # Programs found on $PATH (the dirs of the agent's own $PATH are added at start).
+    "~/.local/bin",
+    "~/bin",
+    "~/.cargo/bin",
+    "~/go/bin",
+    "~/.npm-global",
+    "~/.volta",
+    "~/.deno/bin",
+    "~/.bun/bin",
+    "~/.pyenv",
+    "~/.nvm",
+    "~/.rbenv",
+    "~/.asdf",
+    "~/.local/share/mise",
+    # Python runs .pth files and *customize modules from site-packages at every start.
+    "~/.local/lib",
+    "*.pth",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "~/.pythonrc",
+    "~/.pythonrc.py",
+    "~/.ipython",
+    "~/.config/ipython",
+    # Services, timers, autostart, desktop entries, D-Bus activation.
+    "~/.config/systemd",
+    "~/.local/share/systemd",
+    "~/.config/autostart",
+    "~/.config/autostart-scripts",
+    "~/.config/plasma-workspace",
+    "~/.config/upstart",
+    "~/.config/openbox",
+    "~/.config/i3",
+    "~/.config/sway",
+    "~/.config/hypr",
+    "~/.config/lxsession",
+    "~/.kde/Autostart",
+    "~/.local/share/applications",
+    "~/.local/share/dbus-1",
+    "~/.config/cron",
+    # Editors and debuggers that run what their config says.
+    "~/.vimrc",
+    "~/.vim",
+    "~/.config/nvim",
+    "~/.emacs",
+    "~/.emacs.d",
+    "~/.config/emacs",
+    "~/.gdbinit",
+    "~/.config/gdb",
+    "~/.lldbinit",
+    "~/.irbrc",
+    "~/.pryrc",
+    "~/.config/Code/User",
+    "~/.config/Cursor/User",
+    ".vscode/settings.json",
+    ".vscode/tasks.json",
+    ".vscode/launch.json",
+    ".vscode/mcp.json",
+    ".idea/workspace.xml",
+    ".idea/runConfigurations",
+    ".cursor/mcp.json",
+    ".cursor/rules",
+    ".mcp.json",
+    ".claude",
+    ".gemini",
+    ".codex",
+    ".devcontainer",
+    ".devcontainer.json",
+    ".exrc",
+    ".nvimrc",
+    ".nvim.lua",
+    ".lvimrc",
+    ".dir-locals.el",
+    # Package managers: index URLs, build wrappers, hooks.
+    "~/.config/pip",
+    "~/.pip",
+    "pip.conf",
+    "~/.pydistutils.cfg",
+    "~/.condarc",
+    ".cargo/config",
+    ".cargo/config.toml",
+    ".yarnrc",
+    ".pnpmfile.cjs",
+    "~/.config/yarn",
+    "~/.bunfig.toml",
+    "~/.gemrc",
+    ".bundle/config",
+    ".mvn",
+    "~/.gradle/init.d",
+    "~/.gradle/init.gradle",
+    "gradle/wrapper",
+    "mise.toml",
+    ".mise.toml",
+    "~/.config/mise",
+    # CI systems and commit hooks.
+    ".github/workflows",
+    ".github/actions",
+    ".gitlab-ci.yml",
+    ".gitlab",
+    ".circleci",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    ".azure-pipelines",
+    "bitbucket-pipelines.yml",
+    "Jenkinsfile",
+    ".drone.yml",
+    ".woodpecker.yml",
+    ".woodpecker",
+    ".buildkite",
+    "appveyor.yml",
+    ".appveyor.yml",
+    ".cirrus.yml",
+    ".semaphore",
+    "cloudbuild.yaml",
+    "codemagic.yaml",
+    ".gitea/workflows",
+    ".forgejo/workflows",
+    ".husky",
+    ".pre-commit-config.yaml",
+    ".pre-commit-hooks.yaml",
+    "lefthook.yml",
+    ".lefthook.yml",
+    "lefthook-local.yml",
+    ".lintstagedrc*",
+    ".simple-git-hooks*",
+    ".overcommit.yml",
+)
+
+
+# -- matching -----------------------------------------------------------------------------------
+
+
+def _glob_regex(glob: str) -> str:
+    """A glob as a regex body: `*` and `?` within a component, `**` across them."""
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:[^/]*/)*")
+            i += 3
+            continue
+        if glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = glob.find("]", i + 1)
+            if end < 0:
+                out.append(re.escape(c))
+            else:
+                body = glob[i + 1 : end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def anchored(glob: str, home: str) -> str | None:
+    """The absolute path an anchored entry names (`~/x` against `home`), else None."""
+    if glob.startswith("~/"):
+        return os.path.join(home, glob[2:]).rstrip("/") or "/"
+    if glob.startswith("/"):
+        return glob.rstrip("/") or "/"
+    return None
+
+
+def has_wildcards(glob: str) -> bool:
+    return any(c in glob for c in "*?[")
+
+
+def entry_regex(glob: str, home: str) -> str:
+    """The regex an entry matches on absolute paths: the path itself and all below it."""
+    root = anchored(glob, home)
+    if root is not None:
+        return "^" + _glob_regex(root) + "(?:/|$)"
+    return "(?:^|/)" + _glob_regex(glob.strip("/")) + "(?:/|$)"
+
+
+def _check(glob: str) -> str | None:
+    """Why `glob` cannot be an entry (None: it can)."""
+    if not glob.strip() or glob != glob.strip():
+        return "is empty or has surrounding spaces"
+    if "\x00" in glob:
+        return "holds a NUL byte"
+    if glob.startswith("~") and not glob.startswith("~/"):
+        return "must start with ~/ (another user's ~name is not supported)"
+    if glob.strip("/*") == "":
+        return "matches everything"
+    return None
+
+
+def invalid(globs: Iterable[str]) -> tuple[str, str] | None:
+    """The first entry that is not a usable glob, with why: for the config's errors."""
+    for glob in globs:
+        why = _check(glob)
+        if why:
+            return glob, why
+    return None
+
+
+@dataclass(frozen=True)
+class PathClass:
+    """One class of path: its entries (globs) and extra regexes, compiled into one matcher."""
+
+    name: str
+    globs: tuple[str, ...]
+    regexes: tuple[str, ...]
+    homes: tuple[str, ...]  # `~/` in an entry: each of these (the home as given, resolved)
+    _matcher: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        parts = [entry_regex(g, h) for g in self.globs for h in self.homes]
+        parts = [*dict.fromkeys(parts), *(f"(?:{r})" for r in self.regexes)]
+        matcher = re.compile("|".join(parts) or "(?!)", re.IGNORECASE)
+        object.__setattr__(self, "_matcher", matcher)  # frozen: set once, here
+
+    def match(self, path: str) -> bool:
+        """True if `path` (absolute, or as the model wrote it) is in this class."""
+        return self._matcher.search(path) is not None
+
+    def anchored_paths(self) -> list[str]:
+        """The concrete paths this class names outside any tree walk: anchored entries, and
+        plain relative ones (no wildcards) taken at the home dir. The sandbox masks or locks
+        these; entries with wildcards are only found by walking (the writable dirs)."""
+        out: list[str] = []
+        for glob in self.globs:
+            for home in self.homes:
+                root = anchored(glob, home)
+                if root is None and not has_wildcards(glob):
+                    root = os.path.join(home, glob.strip("/"))
+                if root is not None and not has_wildcards(root):
+                    out.append(os.path.normpath(root))
+        return list(dict.fromkeys(out))
+
+
+def path_dirs(path_var: str, home: str) -> list[str]:
+    """The absolute dirs of a $PATH value that lie under `home`: programs there run by name,
+    so they are execution surfaces. System dirs (/usr/bin …) are outside every allowed dir
+    a sane policy has, and already read-only to commands."""
+    dirs = []
+    for part in path_var.split(os.pathsep):
+        if os.path.isabs(part) and (part == home or part.startswith(home.rstrip("/") + "/")):
+            dirs.append(os.path.normpath(part))
+    return list(dict.fromkeys(dirs))
+
+
+@dataclass(frozen=True)
+class Classes:
+    """The three classes for one user: built once per run from the defaults, the YAML's
+    additions, the home dir, $PATH and where the config lives."""
+
+    secrets: PathClass
+    surfaces: PathClass
+    agent_config: PathClass
+    agent_paths: tuple[str, ...] = ()  # what agent_config matches, as concrete paths
+
+
+def build(
+    home: str,
+    extra_secrets: Sequence[str] = (),
+    extra_surfaces: Sequence[str] = (),
+    secret_regexes: Sequence[str] = (),
+    surface_regexes: Sequence[str] = (),
+    path_var: str = "",
+    agent_paths: Sequence[str] = (),
+) -> Classes:
+    """`agent_paths`: the agent's config dirs and file, absolute (matched literally)."""
+    homes = tuple(dict.fromkeys((os.path.normpath(home), os.path.realpath(home))))
+    dirs = [d for h in homes for d in path_dirs(path_var, h)]
+    surfaces = (*EXECUTION_SURFACES, *dict.fromkeys(dirs), *extra_surfaces)
+    literal = tuple("^" + re.escape(p.rstrip("/")) + "(?:/|$)" for p in agent_paths)
+    return Classes(
+        PathClass("secret", (*SECRETS, *extra_secrets), tuple(secret_regexes), homes),
+        PathClass("execution surface", surfaces, tuple(surface_regexes), homes),
+        PathClass("agent config", (), tuple(dict.fromkeys(literal)), homes),
+        tuple(dict.fromkeys(os.path.normpath(p) for p in agent_paths)),
+    )
+
+
+__all__ = [
+    "EXECUTION_SURFACES",
+    "SECRETS",
+    "SECRET_WORDS",
+    "Classes",
+    "PathClass",
+    "build",
+    "invalid",
+    "path_dirs",
+]
