@@ -1,240 +1,209 @@
-"""Reading a shell command line well enough to match it against allow prefixes (pure).
+"""Reading a shell command line for the commands.allow prefixes, strictly (pure).
 
-Only a command whose every part is understood can skip confirmation. The line is split into
-simple commands on `&& || ; | &`, newlines and subshells; the commands inside `$(…)`,
-backticks and `<(…)` are parts too; `env`, `timeout`, `nice`, `nohup`, `time`, `xargs` and
-`sh -c '…'` are unwrapped to the command they run. Anything we cannot read with confidence
-(comments, here-docs, `${…}`, arithmetic, redirections to files, unbalanced quotes) makes
-`parse` return None, and the caller asks the user. A substring deny list is no security
-boundary (see README "Safety"); this is only about what may skip a question.
+A line may skip confirmation only if dash (`/bin/sh -c`) and bash (`bash -c`) are sure to
+parse it alike and as we do, so this reads a small whitelist of shell and nothing else:
+
+- printable ASCII only (tabs, CR, NUL, non-ASCII ask), blanks are spaces;
+- words of unquoted `A-Za-z0-9_./:=@%+,-`, `'single-quoted'` text (literal) and
+  `"double-quoted"` text holding none of `$ ` \\ " !`; a word with an unquoted glob
+  character (`* ? [ ]`) or a leading `~` is UNKNOWN (the shell decides what it becomes);
+- operators `&&`, `||`, `;` (also ending the line), `|` and newlines (blank lines too), each
+  between two commands;
+- redirections only as the whole words `2>&1`, `>/dev/null`, `1>/dev/null`, `2>/dev/null`,
+  `</dev/null`: they touch no file.
+
+Anything else asks: `$` and backticks anywhere but single quotes, backslashes, `& ( ) { } #
+! ^ < >` and `~` inside a word, here-docs, other redirections, `[[ ]]`, reserved words or
+assignments (`FOO=1 ls`) in command position, and shell builtins (they run inside the shell:
+`eval`, `alias` in dash, `hash -p` or `read PATH` can change what later words mean, `trap`
+runs code) except `echo`, `printf` (no options: bash's `-v`), `pwd`, `true`, `false` and
+`test` (no `-v`/`-R`, which evaluate array subscripts in bash), with no UNKNOWN word. `cd` asks
+too: a relative entry in PATH would make later names mean other programs.
+
+Wrappers are unwrapped to the command they run: `env CMD` (no options or assignments),
+`nohup CMD`, `time CMD` (no options), `command CMD` (no options), `nice [-n N] CMD`,
+`timeout [-s SIG] [-k DUR] [--foreground] [--preserve-status] DURATION CMD`, `xargs` with
+`-0 -r -t -n N -L N -P N` (the arguments it appends are an UNKNOWN word; `-I` asks), and
+`sh`/`bash`/`dash -c 'LINE'`, LINE read by these same rules. `sudo`, `su`, `doas` and other
+shells ask. A substring deny list is no security boundary (see README "Safety"); this is
+only about what may skip a question.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import string
+from collections.abc import Callable
 
-# Stands in for text only known when the shell runs ($VAR, $(…), `…`): a word holding it
-# never equals a literal word of an allow prefix.
+# Stands in for text only known when the shell runs (a glob, `~`, what xargs appends): a
+# word holding it never equals a literal word of an allow prefix.
 UNKNOWN = "\x00"
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
-_HARMLESS_TARGET = "/dev/null"
+
+_SAFE = frozenset(string.ascii_letters + string.digits + "_./:=@%+,-")
+_GLOB = frozenset("*?[]")
+_NOT_IN_DOUBLE_QUOTES = frozenset('$`\\"!')
+_WORD_END = frozenset(" \n;|&")
+_CHAINS = ("&&", "||", "|")  # operators that need a command after them
+_REDIRECTIONS = ("2>&1", ">/dev/null", "1>/dev/null", "2>/dev/null", "</dev/null")
+_DURATION = r"\d+(\.\d+)?[smhd]?"
 
 
-class _Opaque(Exception):
-    """Something in the line we do not read statically."""
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
-class _Scanner:
-    """A small POSIX-shell tokenizer: words, operators, quotes, escapes, substitutions."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.i = 0
-        self.commands: list[list[str]] = []
-
-    @property
-    def closed_group(self) -> bool:
-        """The text just before (spaces aside) closed a subshell: `(ls) | wc`."""
-        return self.text[: self.i].rstrip(" \t").endswith(")")
-
-    def peek(self, offset: int = 0) -> str:
-        j = self.i + offset
-        return self.text[j] if j < len(self.text) else ""
-
-    def parse(self, until: str = "") -> None:
-        """Read commands up to `until` (a closing `)`), or the end of the text."""
-        words: list[str] = []
-        word: list[str] | None = None
-
-        def end_word() -> None:
-            nonlocal word
-            if word is not None:
-                words.append("".join(word))
-                word = None
-
-        def end_command() -> None:
-            nonlocal words
-            end_word()
-            if words:
-                self.commands.append(words)
-            words = []
-
-        while self.i < len(self.text):
-            c = self.peek()
-            if until and c == until:
-                end_command()
-                self.i += 1
-                return
-            if c in " \t":
-                end_word()
-            elif c in ";\n":
-                end_command()
-            elif c in "&|":
-                if c == "&" and self.peek(1) == ">":
-                    self.i += 1
-                    end_word()
-                    self._redirection(fd_given=True)
-                    continue
-                if c + self.peek(1) in ("&&", "||", "|&"):
-                    self.i += 1
-                end_word()
-                if not words and not self.closed_group:
-                    raise _Opaque("an operator with no command before it: a syntax error")
-                end_command()
-            elif c == "#" and word is None:
-                raise _Opaque("comment")
-            elif c == "\\":
-                nxt = self.peek(1)
-                self.i += 1
-                if nxt != "\n":  # backslash-newline is a line continuation
-                    word = (word or []) + [nxt]
-            elif c == "'":
-                end = self.text.find("'", self.i + 1)
-                if end < 0:
-                    raise _Opaque("unbalanced quote")
-                word = (word or []) + [self.text[self.i + 1 : end]]
-                self.i = end
-            elif c == '"':
-                word = (word or []) + [self._double_quoted()]
-            elif c == "$":
-                word = (word or []) + [self._dollar()]
-                continue
-            elif c == "`":
-                word = (word or []) + [self._backticks()]
-            elif c in "<>":
-                fd_given = word is not None and "".join(word).isdigit()
-                if fd_given:
-                    word = None
-                else:
-                    end_word()
-                self._redirection(fd_given)
-                continue
-            elif c == "(" and word is None:
-                end_command()
-                self.i += 1
-                self.parse(until=")")
-                continue
-            elif c in "(){}":
-                raise _Opaque("group or function")
-            else:
-                word = (word or []) + [c]
-            self.i += 1
-        if until:
-            raise _Opaque("unclosed substitution")
-        end_command()
-
-    def _double_quoted(self) -> str:
-        out: list[str] = []
-        self.i += 1
-        while self.i < len(self.text):
-            c = self.peek()
-            if c == '"':
-                return "".join(out)
-            if c == "\\" and self.peek(1) in ('"', "\\", "$", "`", "\n"):
-                self.i += 1
-                if self.peek() != "\n":
-                    out.append(self.peek())
-            elif c == "$":
-                out.append(self._dollar())
-                continue
-            elif c == "`":
-                out.append(self._backticks())
-            else:
-                out.append(c)
-            self.i += 1
-        raise _Opaque("unbalanced quote")
-
-    def _dollar(self) -> str:
-        """`$(…)` is parsed as commands of its own; `$NAME`, `$1`, `$?` are unknown text;
-        `${…}` and `$((…))` are not read."""
-        nxt = self.peek(1)
-        if nxt == "(":
-            if self.peek(2) == "(":
-                raise _Opaque("arithmetic")
-            self.i += 2
-            self.parse(until=")")
-            return UNKNOWN
-        if nxt == "{":
-            raise _Opaque("parameter expansion")
-        match = re.match(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]", self.text[self.i + 1 :])
-        if not match:
-            self.i += 1
-            return "$"
-        self.i += 1 + match.end()
-        return UNKNOWN
-
-    def _backticks(self) -> str:
-        inner: list[str] = []
-        j = self.i + 1
-        while j < len(self.text) and self.text[j] != "`":
-            if self.text[j] == "\\" and j + 1 < len(self.text):
-                j += 1
-            inner.append(self.text[j])
-            j += 1
-        if j >= len(self.text):
-            raise _Opaque("unbalanced backtick")
-        self.commands += _parse("".join(inner))
-        self.i = j
-        return UNKNOWN
-
-    def _redirection(self, fd_given: bool) -> None:
-        """Only redirections that touch no file are read: `2>&1`, `>&2`, `>/dev/null`,
-        `2>/dev/null`, `&>/dev/null`, `</dev/null`. Process substitution `<(…)` is parsed."""
-        c = self.peek()
-        if c in "<>" and self.peek(1) == "(":
-            self.i += 2
-            self.parse(until=")")
-            return
-        self.i += 1
-        if self.peek() == c == ">":
-            self.i += 1  # >> appends: still a file
-        elif self.peek() == c == "<":
-            raise _Opaque("here-document")
-        if self.peek() == "&":
-            self.i += 1
-            match = re.match(r"[0-9]+|-", self.text[self.i :])
-            if not match:
-                raise _Opaque("redirection")
-            self.i += match.end()
-            return
-        while self.peek() in (" ", "\t"):
-            self.i += 1
-        if self.text.startswith(_HARMLESS_TARGET, self.i):
-            after = self.text[self.i + len(_HARMLESS_TARGET) : self.i + len(_HARMLESS_TARGET) + 1]
-            if after in ("", " ", "\t", "\n", ";", "&", "|", ")"):
-                self.i += len(_HARMLESS_TARGET)
-                return
-        raise _Opaque("redirection to a file")
+_RESERVED = _names(
+    "! case coproc do done elif else esac fi for function if in select then until while { } [[ ]]"
+)
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# Every builtin of bash 5 and dash; they run inside the shell, and most change what the
+# rest of the line means. `command` and `time` are read as wrappers before this applies.
+_BUILTINS = _names(
+    ". : [ alias bg bind break builtin caller cd chdir command compgen complete compopt "
+    "continue declare dirs disown echo enable eval exec exit export false fc fg getopts hash "
+    "help history jobs kill let local logout mapfile popd printf pushd pwd read readarray "
+    "readonly return set shift shopt source suspend test times trap true type typeset ulimit "
+    "umask unalias unset wait"
+)
+_PLAIN_BUILTINS = frozenset({"echo", "printf", "pwd", "true", "false", "test"})
+_SHELLS = frozenset({"sh", "bash", "dash"})
+_OTHER_SHELLS = frozenset({"zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"})
+_ELEVATORS = frozenset({"sudo", "doas", "su", "pkexec", "run0"})
+_MAX_DEPTH = 4  # sh -c 'sh -c "…"': quoting alone bounds this; the cap is a backstop
 
 
-def _parse(text: str) -> list[list[str]]:
-    scanner = _Scanner(text)
-    scanner.parse()
-    return scanner.commands
+class _Refused(Exception):
+    """Something in the line we do not read with certainty."""
+
+
+def _operator_at(line: str, i: int) -> str:
+    """The operator starting at `line[i]`, or "" if none. A lone `&` (background, `&>`,
+    `;&`, `|&`) is refused: the shells disagree on some of these and we read none."""
+    for op in ("&&", "||"):
+        if line.startswith(op, i):
+            return op
+    if line[i] == "&":
+        raise _Refused("background or &> redirection")
+    return line[i] if line[i] in ";|\n" else ""
+
+
+def _redirection_at(line: str, i: int) -> str:
+    """One of the harmless redirections as a whole word at `line[i]`, or ""."""
+    for word in _REDIRECTIONS:
+        end = i + len(word)
+        if line.startswith(word, i) and (end == len(line) or line[end] in _WORD_END):
+            return word
+    return ""
+
+
+def _quoted(line: str, i: int) -> tuple[str, int]:
+    """The text of the quoted string opening at `line[i]`, and the index after it."""
+    quote = line[i]
+    end = line.find(quote, i + 1)
+    if end < 0:
+        raise _Refused("unbalanced quote")
+    text = line[i + 1 : end]
+    if quote == '"' and _NOT_IN_DOUBLE_QUOTES.intersection(text):
+        raise _Refused("expansion or escape inside double quotes")
+    return text, end + 1
+
+
+def _word(line: str, start: int) -> tuple[str, int]:
+    """The word starting at `line[start]` (UNKNOWN if the shell expands it), and its end."""
+    out: list[str] = []
+    unknown = line[start] == "~"
+    i = start + 1 if unknown else start
+    while i < len(line) and line[i] not in _WORD_END:
+        c = line[i]
+        if c in "'\"":
+            text, i = _quoted(line, i)
+            out.append(text)
+            continue
+        if c not in _SAFE and c not in _GLOB:
+            raise _Refused(f"{c!r} outside quotes")
+        unknown = unknown or c in _GLOB
+        out.append(c)
+        i += 1
+    if line[start:i] in ("[[", "]]"):
+        raise _Refused("[[ … ]] has its own grammar in bash")
+    return (UNKNOWN if unknown else "".join(out)), i
+
+
+def _tokens(line: str) -> list[tuple[str, str]]:
+    """The line as ("op", operator), ("redirect", word) and ("word", text) tokens."""
+    tokens: list[tuple[str, str]] = []
+    i = 0
+    while i < len(line):
+        if line[i] == " ":
+            i += 1
+        elif op := _operator_at(line, i):
+            tokens.append(("op", op))
+            i += len(op)
+        elif redirect := _redirection_at(line, i):
+            tokens.append(("redirect", redirect))
+            i += len(redirect)
+        else:
+            text, i = _word(line, i)
+            tokens.append(("word", text))
+    return tokens
+
+
+def _grammar(tokens: list[tuple[str, str]]) -> list[list[str]]:
+    """Group tokens into simple commands; an operator must follow a command (a newline may
+    also stand alone: a blank line) and `&& || |` must be followed by one."""
+    commands: list[list[str]] = []
+    words: list[str] = []
+    redirected, open_chain = False, False
+    for kind, text in tokens:
+        if kind == "word":
+            words.append(text)
+        elif kind == "redirect":
+            redirected = True
+        elif words:
+            commands.append(words)
+            words, redirected, open_chain = [], False, text in _CHAINS
+        elif redirected or open_chain or text != "\n":
+            raise _Refused("an operator or redirection without a command")
+    if words:
+        commands.append(words)
+    elif redirected or open_chain:
+        raise _Refused("the line ends inside a command")
+    return commands
+
+
+def _grammar_head(words: list[str]) -> bool:
+    """The first word is one the shell's grammar reads specially: a reserved word (`if`,
+    `!`, `{`) or an assignment (`FOO=1 cmd`; `LD_PRELOAD`, `PATH`)."""
+    return words[0] in _RESERVED or bool(_ASSIGNMENT.match(words[0]))
 
 
 def parse(command: str) -> list[list[str]] | None:
-    """The simple commands of a shell line, each as its words (UNKNOWN marks text only the
-    shell knows); commands inside substitutions and subshells are listed too. None when the
-    line holds anything we do not read."""
-    if not command.strip():
+    """The simple commands of a shell line, each as its words (UNKNOWN marks a word only the
+    shell knows). None when the line holds anything outside the rules above."""
+    if not all(" " <= c <= "~" or c == "\n" for c in command):
         return None
     try:
-        commands = _parse(command)
-    except (_Opaque, RecursionError):
+        commands = _grammar(_tokens(command))
+    except _Refused:
         return None
-    return commands or None
+    if not commands or any(_grammar_head(words) for words in commands):
+        return None
+    return commands
 
 
 def simple_commands(command: str) -> list[list[str]] | None:
     """Every simple command the line runs, wrappers unwrapped; None if unreadable."""
-    commands = parse(command)
+    return _simple_commands(command, depth=0)
+
+
+def _simple_commands(command: str, depth: int) -> list[list[str]] | None:
+    commands = parse(command) if depth <= _MAX_DEPTH else None
     if commands is None:
         return None
     out: list[list[str]] = []
     for words in commands:
-        inner = unwrap(words)
+        inner = _unwrap(words, appended=False, depth=depth)
         if inner is None:
             return None
         out += inner
@@ -242,65 +211,139 @@ def simple_commands(command: str) -> list[list[str]] | None:
 
 
 def unwrap(words: list[str]) -> list[list[str]] | None:
-    """The command(s) a wrapper runs: `env CMD`, `timeout 5 CMD`, `nice -n 5 CMD`,
-    `nohup CMD`, `time CMD`, `xargs CMD`, `sh -c 'LINE'`. `sudo` and variable assignments
-    (`FOO=1 cmd`, `env FOO=1 cmd`: think LD_PRELOAD) are never unwrapped: they ask."""
+    """The command(s) a wrapper runs (`env CMD`, `timeout 5 CMD`, `sh -c 'LINE'`, …), or
+    `[words]` for a plain command; None for what must ask (see the module docstring)."""
+    return _unwrap(words, appended=False, depth=0)
+
+
+# A wrapper reads its own words and gives what it runs: (rest, appended, depth) -> commands.
+_Wrapper = Callable[[list[str], bool, int], list[list[str]] | None]
+
+
+def _unwrap(words: list[str], appended: bool, depth: int) -> list[list[str]] | None:
+    """`appended`: xargs will add UNKNOWN words at the end of this command."""
     if not words:
-        return []
-    head, rest = words[0], words[1:]
-    if re.match(r"[A-Za-z_][A-Za-z0-9_]*=", head) or head in ("sudo", "doas", "su"):
         return None
-    if head in ("nohup", "time", "command") and rest:
-        return unwrap(rest)
-    if head == "env":
-        if not rest:
-            return [words]  # prints the environment
-        return None if rest[0].startswith("-") else unwrap(rest)
-    if head == "nice":
-        return _after_options(rest, {"-n", "--adjustment"}, r"-\d+|--adjustment=.*")
-    if head == "timeout":
-        options = {"-s", "--signal", "-k", "--kill-after"}
-        after = _skip_options(rest, options, r"--?\w[\w-]*=.*|--?[a-z-]+")
-        if after is None or len(after) < 2:
-            return None
-        return unwrap(after[1:])  # after[0] is the duration
-    if head == "xargs":
-        return _after_options(
-            rest, {"-n", "-P", "-L", "-I", "-s", "-d"}, r"-[0rt]+|--null|--no-run-if-empty"
-        )
-    if head in _SHELLS:
-        if len(rest) >= 2 and rest[0] == "-c" and UNKNOWN not in rest[1]:
-            return simple_commands(rest[1])
-        return None if rest else [words]
-    return [words]
+    wrapper = _WRAPPERS.get(words[0])
+    if wrapper is not None:
+        return wrapper(words[1:], appended, depth)
+    if _refused_head(words):
+        return None
+    return [[*words, UNKNOWN]] if appended else [words]
 
 
-def _skip_options(words: list[str], with_value: set[str], flag: str) -> list[str] | None:
+def _refused_head(words: list[str]) -> bool:
+    head = words[0]
+    if _grammar_head(words) or head in _ELEVATORS or head in _OTHER_SHELLS:
+        return True
+    if head not in _BUILTINS:
+        return False
+    return head not in _PLAIN_BUILTINS or not _plain_builtin_ok(words)
+
+
+def _plain_builtin_ok(words: list[str]) -> bool:
+    """bash evaluates `a[$(cmd)]` in `printf -v NAME` and `test -v NAME`: no options there,
+    and no UNKNOWN word (a glob could expand to `-v`)."""
+    if UNKNOWN in words:
+        return False
+    if words[0] == "printf":
+        return len(words) > 1 and not words[1].startswith("-")
+    return words[0] != "test" or not {"-v", "-R"} & set(words)
+
+
+def _plain_wrapper(rest: list[str], appended: bool, depth: int) -> list[list[str]] | None:
+    """`nohup CMD`, `time CMD`, `command CMD`: no options (`time -p` is bash's keyword)."""
+    if not rest or rest[0].startswith("-"):
+        return None
+    return _unwrap(rest, appended, depth)
+
+
+def _env(rest: list[str], appended: bool, depth: int) -> list[list[str]] | None:
+    """`env CMD`; bare `env` prints the environment; options (`-S`, `-i`) and assignments
+    (think LD_PRELOAD) ask."""
+    if not rest:
+        return None if appended else [["env"]]
+    if rest[0].startswith("-") or "=" in rest[0]:
+        return None
+    return _unwrap(rest, appended, depth)
+
+
+def _options(words: list[str], flags: str, with_value: dict[str, str]) -> list[str] | None:
+    """Skip options at the front of `words`: `flags` is a regex of value-less ones,
+    `with_value` maps an option to the regex its value must match. Returns what follows
+    (None if an option is unknown or its value is missing or wrong)."""
     i = 0
     while i < len(words) and words[i].startswith("-"):
         if words[i] in with_value:
+            if i + 1 >= len(words) or not re.fullmatch(with_value[words[i]], words[i + 1]):
+                return None
             i += 2
-        elif re.fullmatch(flag, words[i]):
+        elif re.fullmatch(flags, words[i]):
             i += 1
         else:
             return None
     return words[i:]
 
 
-def _after_options(words: list[str], with_value: set[str], flag: str) -> list[list[str]] | None:
-    rest = _skip_options(words, with_value, flag)
-    if rest is None:
+def _nice(rest: list[str], appended: bool, depth: int) -> list[list[str]] | None:
+    after = _options(rest, r"(?!)", {"-n": r"-?\d+"})  # (?!) matches nothing: -n N only
+    return _unwrap(after, appended, depth) if after else None
+
+
+def _timeout(rest: list[str], appended: bool, depth: int) -> list[list[str]] | None:
+    flags = r"--foreground|--preserve-status"
+    after = _options(rest, flags, {"-s": r"[A-Z0-9]+", "-k": _DURATION})
+    if after is None or len(after) < 2 or not re.fullmatch(_DURATION, after[0]):
         return None
-    return unwrap(rest) if rest else [[]]
+    return _unwrap(after[1:], appended, depth)
+
+
+def _xargs(rest: list[str], appended: bool, depth: int) -> list[list[str]] | None:
+    """The command xargs runs gets the words it reads appended; with none it runs echo (but
+    under another xargs, the appended words would be the command: `xargs xargs`)."""
+    after = _options(
+        rest,
+        r"-[0rt]+|--null|--no-run-if-empty|--verbose",
+        {"-n": r"\d+", "-L": r"\d+", "-P": r"\d+"},
+    )
+    if after is None or (appended and not after):
+        return None
+    return _unwrap(after or ["echo"], True, depth)
+
+
+def _shell(rest: list[str], appended: bool, depth: int) -> list[list[str]] | None:
+    """`sh -c 'LINE' [NAME ARGS…]`: LINE by the same rules; NAME and ARGS (xargs' words too)
+    become `$0 $1 …`, which LINE cannot mention. Any other use (a script, stdin) asks."""
+    if len(rest) < 2 or rest[0] != "-c" or UNKNOWN in rest[1] or rest[1][:1] in ("-", "+"):
+        return None
+    return _simple_commands(rest[1], depth + 1)
+
+
+_WRAPPERS: dict[str, _Wrapper] = {
+    "env": _env,
+    "nohup": _plain_wrapper,
+    "time": _plain_wrapper,
+    "command": _plain_wrapper,
+    "nice": _nice,
+    "timeout": _timeout,
+    "xargs": _xargs,
+    **dict.fromkeys(_SHELLS, _shell),
+}
+
+
+def _prefix_words(prefix: str) -> list[str]:
+    try:
+        words = shlex.split(prefix)
+    except ValueError:  # an unbalanced quote in the config: this prefix allows nothing
+        return []
+    return [] if any(UNKNOWN in w for w in words) else words
 
 
 def matches_allow(command: str, prefixes: list[str]) -> bool:
     """True when every simple command starts with one of `prefixes`, word by word
     (`git status` allows `git status -s`, not `git statusx` nor `git push`)."""
-    allowed = [shlex.split(p) for p in prefixes if p.strip()]
-    if not allowed:
-        return False
-    commands = simple_commands(command)
+    allowed = [words for words in map(_prefix_words, prefixes) if words]
+    commands = simple_commands(command) if allowed else None
     if not commands:
         return False
-    return all(words and any(words[: len(a)] == a for a in allowed if a) for words in commands)
+    return all(any(words[: len(a)] == a for a in allowed) for words in commands)
