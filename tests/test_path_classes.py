@@ -483,3 +483,46 @@ def test_nothing_else_keeps_a_copy_of_the_lists() -> None:
         assert ".docker/config.json" not in source, name
         assert "HOME_SECRETS" not in source, name
     assert os.path.exists(REPO / "cli" / "sensitive.py")
+
+
+# -- every entry of the corpora, through the sandbox -----------------------------------------
+
+
+def test_every_secret_is_masked_from_commands(sandbox_home: Path) -> None:
+    """Allowed dir = $HOME: every credential of SECRET_PATHS exists with a marker, and a
+    command that reads each and greps the whole home sees none of them."""
+    for rel in SECRET_PATHS:
+        path = sandbox_home / rel
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"x={MARK}\n")
+    reads = " ".join(f"'{rel}'" for rel in SECRET_PATHS)
+    result = run_in(sandbox_home, f"cat {reads} 2>&1; grep -r TOPSECRET . 2>&1; echo done")
+    assert "done" in result["stdout"]
+    assert MARK not in result["stdout"] + result["stderr"]
+
+
+def test_every_surface_is_read_only_to_commands(sandbox_home: Path) -> None:
+    """Allowed dir = $HOME: every path of SURFACE_PATHS exists, and a command that
+    appends to, replaces, removes or renames each changes none of them; home-anchored
+    ones that did not exist cannot be created either."""
+    existing = [rel for rel in SURFACE_PATHS if rel != "project/.git"]
+    for rel in existing:
+        path = sandbox_home / rel
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("safe\n")
+    before = {rel: (sandbox_home / rel).read_bytes() for rel in existing}
+    attack = "; ".join(
+        f"echo evil >> '{rel}'; echo evil > '{rel}.new' && mv -f '{rel}.new' '{rel}'; "
+        f"rm -rf '{rel}'"
+        for rel in existing
+    )
+    run_in(sandbox_home, attack + "; echo done")
+    after = {rel: (sandbox_home / rel).read_bytes() for rel in existing}
+    assert after == before
+    created = [".zshrc", ".config/autostart-scripts/x.sh", ".local/share/dbus-1/x", ".emacs"]
+    make = [f"mkdir -p \"$(dirname '{c}')\"; echo x > '{c}'" for c in created]
+    run_in(sandbox_home, "; ".join(make))
+    assert [c for c in created if (sandbox_home / c).exists()] == []

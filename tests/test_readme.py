@@ -11,6 +11,7 @@ from tests.conftest import REPO
 from tests.test_bypass_corpus import BYPASS_CORPUS
 from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
 from tests.test_hostile import FAULTS
+from tests.test_path_classes import SECRET_PATHS, SURFACE_PATHS
 from tests.test_properties import LOOP_EXAMPLES, SPLIT_EXAMPLES
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -49,3 +50,5 @@ def test_safety_figures_are_what_the_tests_run() -> None:
     assert figure("server faults injected") == len(FAULTS) * 2 + 1  # + connection refused
     assert figure("crashes during a write") == KILLS + 1 + len(INTERRUPT_DELAYS)
     assert figure("property-test examples") == LOOP_EXAMPLES + SPLIT_EXAMPLES
+    assert figure("credential paths") == len(SECRET_PATHS)
+    assert figure("execution surfaces") == len(SURFACE_PATHS)
