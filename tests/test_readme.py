@@ -9,6 +9,7 @@ import tests.test_paths_adversarial as paths
 from cli.sandbox import KINDS
 from tests.conftest import REPO
 from tests.test_bypass_corpus import BYPASS_CORPUS
+from tests.test_commands_differential import FIXED_LINES, GENERATED_EXAMPLES
 from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
 from tests.test_hostile import FAULTS
 from tests.test_path_classes import SECRET_PATHS, SURFACE_PATHS
@@ -51,4 +52,5 @@ def test_safety_figures_are_what_the_tests_run() -> None:
     assert figure("crashes during a write") == KILLS + 1 + len(INTERRUPT_DELAYS)
     assert figure("property-test examples") == LOOP_EXAMPLES + SPLIT_EXAMPLES
     assert figure("credential paths") == len(SECRET_PATHS)
+    assert figure("matcher lines tried differentially") == len(FIXED_LINES) + GENERATED_EXAMPLES
     assert figure("execution surfaces") == len(SURFACE_PATHS)
