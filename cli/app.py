@@ -134,7 +134,9 @@ def exit_codes(terminal: Terminal, debug: bool) -> Iterator[None]:
     except AgentError as exc:
         if debug:
             raise
-        terminal.stderr.write(f"agent: {exc.message}\n")
+        from cli.ui.text import sanitize  # messages may quote the server or the model
+
+        terminal.stderr.write(f"agent: {sanitize(exc.message, multiline=True)}\n")
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
         terminal.stderr.write("\nagent: interrupted\n")
@@ -259,9 +261,21 @@ def _run(
     if as_json:
         print_json(terminal.stdout, record.to_json())
     elif record.answer:
-        terminal.stdout.write(record.answer.rstrip("\n") + "\n")
+        terminal.stdout.write(shown_answer(record.answer, _isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
     return EXIT_STEP_LIMIT if record.stop_reason == "max_steps" else EXIT_OK
+
+
+def shown_answer(answer: str, on_terminal: bool) -> str:
+    """The answer as stdout gets it (the final newline is added by the caller): piped or in
+    a file, the model's text exactly as it came; on a terminal, with every control sequence
+    escaped (an answer must not retitle the window, write the clipboard or erase the trace)."""
+    answer = answer.rstrip("\n")
+    if not on_terminal:
+        return answer
+    from cli.ui.text import sanitize
+
+    return sanitize(answer.replace("\r\n", "\n"), multiline=True)
 
 
 def _save_unfinished(terminal: Terminal, model: str, conversation: list[dict[str, Any]]) -> str:
@@ -334,6 +348,7 @@ def _chat(
     from cli.ui.keys import PromptKeys
     from cli.ui.render import ChatRenderer
     from cli.ui.repl import ChatSession
+    from cli.ui.text import sanitize
     from cli.wiring import Choices, build_agent, load
 
     choices = Choices(model, host, config_path, think)
@@ -351,8 +366,9 @@ def _chat(
     info = agent.model_info()  # fails here, with exit 1, if the server or model is missing
     settings = agent.settings
     console.print(
-        f"[bold]metona-agent[/] · {escape(settings.model)} · {escape(agent.backend.host)} · "
-        f"{escape(agent.policy.cwd)} · tools {'on' if agent.tools_on() else 'off'} · "
+        f"[bold]metona-agent[/] · {escape(sanitize(settings.model))} · "
+        f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
+        f"tools {'on' if agent.tools_on() else 'off'} · "
         f"think {'on' if settings.think and info.supports_thinking else 'off'}"
         " [dim]· /help[/]",
         highlight=False,
@@ -427,9 +443,11 @@ def undo(
             terminal.stderr.write(line + "\n")
 
         def ask(question: str) -> bool:
+            from cli.ui.keys import read_fresh_line
+
             terminal.stderr.write(f"{question} [y/N] ")
             terminal.stderr.flush()
-            return terminal.stdin.readline().strip().lower() in ("y", "yes")
+            return read_fresh_line(terminal.stdin).strip().lower() in ("y", "yes")
 
         from cli.policy import Policy
         from cli.wiring import Choices, load
@@ -576,12 +594,37 @@ def _read_stdin(stdin: TextIO, max_bytes: int) -> str:
 
 
 def print_json(stream: TextIO, data: object) -> None:
-    stream.write(json.dumps(data, ensure_ascii=False) + "\n")
+    """One JSON object a line. Piped, it is `json.dumps` of the data, non-ASCII as is (UTF-8);
+    on a terminal, what JSON leaves raw and a terminal would interpret (DEL, C1, bidi) is
+    written as \\uXXXX, the same JSON value; an output encoding other than UTF-8 gets ASCII
+    JSON, so nothing is lost to replacement characters."""
+    encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+    text = json.dumps(data, ensure_ascii=encoding not in ("utf-8", "utf8"))
+    if _isatty(stream):
+        from cli.ui.text import sanitize
+
+        text = sanitize(text, json=True)
+    stream.write(text + "\n")
     stream.flush()
+
+
+def tolerate_any_encoding(*streams: object) -> None:
+    """A character the stream's encoding cannot hold (`—` on a Latin-1 or ASCII terminal) is
+    written as `?`, never raised. UTF-8 holds every character, so there nothing changes:
+    piped UTF-8 output stays byte-exact (a lone surrogate, which is not text, becomes `?`)."""
+    for stream in streams:
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:
+            continue
+        try:
+            reconfigure(errors="replace")
+        except (ValueError, OSError):
+            pass  # closed, or not a text stream we can change: left as it is
 
 
 def main() -> None:
     """Console-script entry point."""
+    tolerate_any_encoding(sys.stdout, sys.stderr)
     app()
 
 

@@ -55,7 +55,7 @@ class ChatApprover:
         session_ok = name not in NEVER_ALWAYS and request.decision.standing_yes_ok
         if session_ok and name in self.always:
             return Approval(True, by="session")
-        self.console.print(card(request, self.cwd))
+        self.console.print(card(request, self.cwd, self.console.encoding))
         choices = "yn" + ("a" if session_ok else "") + "q"
         key = self.keys.read_key(question(name, choices), choices)
         return self._answer(name, key if key in choices else "n")
@@ -92,15 +92,33 @@ def question(tool: str, choices: str) -> str:
     return "allow?  " + "  ".join(labels[c] for c in choices) + "  "
 
 
-def card(request: ApprovalRequest, cwd: str) -> Text:
-    """The header (waiting state) and the body: what the call will do."""
+def card(request: ApprovalRequest, cwd: str, encoding: str = "utf-8") -> Text:
+    """The header (waiting state) and the body: what the call will do. `encoding` is the
+    terminal's: what it cannot show comes out as `?`, and the card says so."""
     name = request.call.name
     header = card_title(ToolCall(name, request.arguments), "waiting")
     body, shown = describe(request, cwd)
     rest = {k: v for k, v in request.arguments.items() if k not in shown}
     why = Text.assemble(("  why: ", "dim"), sanitize(request.decision.reason))
     warnings = [Text(f"  ⚠ {sanitize(w)}", "bold red") for w in request.decision.warnings]
+    if not _showable(request.arguments, encoding):
+        note = f"  ⚠ this terminal ({encoding}) cannot show some characters: they appear as ?"
+        warnings.append(Text(note, "bold red"))
     return Text("\n").join([header, *warnings, *body, *arguments(rest), why])
+
+
+def _showable(args: Mapping[str, Any], encoding: str) -> bool:
+    """Every text argument can be written in `encoding` (else two names that differ only in
+    such characters would look the same on the card)."""
+    try:
+        for value in args.values():
+            if isinstance(value, str):
+                value.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    except LookupError:
+        return True  # an encoding Python does not know: nothing to tell
+    return True
 
 
 def describe(request: ApprovalRequest, cwd: str) -> tuple[list[Text], set[str]]:

@@ -8,12 +8,14 @@ from rich.console import Console
 
 from cli.approval import Approval, ApprovalRequest
 from cli.ui.approve import card
+from cli.ui.keys import read_fresh_line
 
 
 class LineApprover:
     """Shows the same card as `agent chat` (a diff for an overwrite, the tree of a recursive
-    delete, the command and its cwd) on stderr, then reads one line from stdin: `y` or `yes`
-    approves; anything else, Enter and end-of-file included, declines."""
+    delete, the command and its cwd) on stderr, then reads one line from stdin, typed after
+    the question is shown (what was typed before is discarded): `y` or `yes` approves;
+    anything else, Enter and end-of-file included, declines."""
 
     def __init__(self, console: Console, stdin: TextIO, *, cwd: str) -> None:
         self.console = console
@@ -21,10 +23,10 @@ class LineApprover:
         self.cwd = cwd
 
     def __call__(self, request: ApprovalRequest) -> Approval:
-        self.console.print(card(request, self.cwd))
+        self.console.print(card(request, self.cwd, self.console.encoding))
         self.console.print("Allow? [y/N] ", end="", markup=False)
         self.console.file.flush()
-        answer = self.stdin.readline().strip().lower()
+        answer = read_fresh_line(self.stdin).strip().lower()
         if answer in ("y", "yes"):
             return Approval(True, by="user")
         return Approval(False, by="user", reason="the user declined")

@@ -2,7 +2,8 @@
 a card per tool call (seed §9) and a stats line per answer.
 
 Everything the model wrote goes through `sanitize` and is shown as `Text` or Markdown, never
-as rich markup, so a path like `[bold]x` prints as written.
+as rich markup, so a path like `[bold]x` prints as written, and no control sequence of the
+model's (a window title, a clipboard write, a cursor move) reaches the terminal.
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ class _Fence:
     def dedent(self, line: str) -> str:
         spaces = len(line) - len(line.lstrip(" "))
         return line[min(spaces, self.indent) :]
+
+
+def _markdown(source: str, code_theme: str) -> Markdown:
+    """`source` (already sanitised) as rich Markdown. Links are shown as their text and then
+    their target, never as terminal hyperlinks (OSC 8): a link cannot hide where it goes."""
+    return Markdown(source, code_theme=code_theme, hyperlinks=False)
 
 
 class _LastRows:
@@ -196,7 +203,7 @@ class MarkdownStream:
     def _rendered(self, source: str) -> Segments:
         """The block rendered once, without the blank line rich puts before a list, a quote
         or a table even when it comes first: `_emit` spaces every block the same way."""
-        markdown = Markdown(source, code_theme=self._code_theme)
+        markdown = _markdown(source, self._code_theme)
         lines = self.console.render_lines(markdown, self.console.options, pad=False)
         while lines and not any(segment.text for segment in lines[0]):
             lines.pop(0)
@@ -272,7 +279,7 @@ class MarkdownStream:
             return None
         text = "\n".join([*self._block, partial])
         rows = max(3, self.console.height - 2)
-        return _LastRows(Markdown(text, code_theme=self._code_theme), rows)
+        return _LastRows(_markdown(text, self._code_theme), rows)
 
 
 # -- the renderer --------------------------------------------------------------------------

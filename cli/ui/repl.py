@@ -186,7 +186,9 @@ class ChatSession:
         return self._models
 
     def say(self, text: str, style: str = "") -> None:
-        self.console.print(Text(text, style=style))
+        """A line (or lines) of session text; sanitised, since much of it quotes what came
+        from elsewhere: model and session names, the server's model list, paths."""
+        self.console.print(Text(sanitize(text, multiline=True), style=style))
 
     def load(self, name: str | None) -> None:
         """Replace the conversation with a saved one (`None`: the latest)."""

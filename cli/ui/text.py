@@ -1,8 +1,10 @@
 """Making model-supplied text safe to show, and short summaries of calls and results.
 
 A `\\r` or an ANSI sequence in a path or command can make a dangerous call look harmless in
-a confirmation; so control characters are shown escaped, never interpreted, and nothing is
-shortened without saying so.
+a confirmation, and one in an answer can retitle the window, write the clipboard (OSC 52)
+or erase lines already on the screen; so control characters are shown escaped, never
+interpreted, and nothing is shortened without saying so. `sanitize` is the one function
+that does it, for everything the model (or the server) wrote that reaches a terminal.
 """
 
 from __future__ import annotations
@@ -14,13 +16,24 @@ from typing import Any
 from cli.messages import ToolCall
 from cli.tools.fsops import human_size
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_ANY = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# Never shown as they are: C0 controls (ESC included, so no escape sequence can start),
+# DEL, C1 controls (0x9b is an 8-bit CSI), zero-width characters, line and paragraph
+# separators, and bidi marks, embeddings, overrides and isolates (text that reads
+# differently from what it is). Tab and newline are kept in multi-line text.
+_UNSAFE = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+)
+_CONTROL = re.compile(f"[{_UNSAFE}]")
+_CONTROL_ANY = re.compile(f"[\t\n{_UNSAFE}]")
 
 
-def sanitize(text: str, *, multiline: bool = False) -> str:
+def sanitize(text: str, *, multiline: bool = False, json: bool = False) -> str:
     """Control characters (and bidi overrides) as visible escapes; newlines and tabs kept
-    only when `multiline`."""
+    only when `multiline`. With `json`, for JSON text: the escapes are JSON's own
+    (`\\u009b`), so the text still parses to the same value (`json.dumps` escapes C0 itself,
+    but leaves DEL, C1 and the rest raw)."""
+    if json:
+        return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     pattern = _CONTROL if multiline else _CONTROL_ANY
     return pattern.sub(lambda m: _escape(m.group()), text)
 

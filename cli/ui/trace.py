@@ -1,5 +1,8 @@
 """`agent run`'s consumer of loop events: a one-line-per-call trace on stderr, and the record
-that becomes the final answer or the `--json` object on stdout."""
+that becomes the final answer or the `--json` object on stdout.
+
+The trace (tool names and arguments, thinking, notices) is sanitised wherever stderr goes;
+the answer on stdout only on a terminal (see `app.py`): piped, it is the model's text."""
 
 from __future__ import annotations
 
@@ -92,7 +95,7 @@ class RunTrace:
         if isinstance(event, ContentDelta):
             self._content += event.text
         elif isinstance(event, Notice):
-            self.console.print(f"[yellow]note:[/] {escape(event.text)}")
+            self.console.print(f"[yellow]note:[/] {escape(sanitize(event.text))}")
         elif isinstance(event, ToolCallProposed):
             pass  # one line per call, written when it is decided and done
         elif isinstance(event, ToolDecided):
@@ -146,7 +149,8 @@ class RunTrace:
         if not decided.allowed:
             verdict = "denied"
         self.console.print(
-            f"[bold]→ {decided.call.name}[/] {escape(call_summary(decided.call))} · {verdict} · "
+            f"[bold]→ {escape(sanitize(decided.call.name))}[/] "
+            f"{escape(call_summary(decided.call))} · {verdict} · "
             f"[{colour}]{escape(outcome)}[/]",
             highlight=False,
         )
