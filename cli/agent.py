@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,20 @@ class _Turn:
     calls: list[ToolCall] = field(default_factory=list)
     done_reason: str | None = None
     stats: Stats = field(default_factory=Stats)
+    calls_chars: int = 0  # the calls as they stand in history, in characters
+
+    def add_calls(self, calls: Iterable[ToolCall], limit: int) -> None:
+        for call in calls:
+            if self.size > limit:
+                return  # the answer is over its cap already: the loop ends it
+            self.calls.append(call)
+            self.calls_chars += len(json.dumps(call.to_message(), ensure_ascii=False))
+
+    @property
+    def size(self) -> int:
+        """What agent.max_answer_chars caps: text, thinking and tool calls alike, so an answer
+        that streams calls forever ends as one that streams text forever does."""
+        return len(self.content) + len(self.thinking) + self.calls_chars
 
     def message(self, calls: list[ToolCall], content: str) -> Message:
         message: Message = {"role": "assistant", "content": content}
@@ -152,13 +166,13 @@ class Agent:
                     if chunk.content:
                         turn.content += chunk.content
                         yield ContentDelta(chunk.content)
-                    if len(turn.content) + len(turn.thinking) > self.settings.max_answer_chars:
+                    turn.add_calls(chunk.tool_calls, self.settings.max_answer_chars)
+                    if turn.size > self.settings.max_answer_chars:
                         raise StreamError(
                             f"the model's answer passed {self.settings.max_answer_chars} "
-                            "characters without ending (agent.max_answer_chars); stopped: "
-                            "it may be repeating itself"
+                            "characters without ending (agent.max_answer_chars, tool calls "
+                            "included); stopped: it may be repeating itself"
                         )
-                    turn.calls.extend(chunk.tool_calls)
                     if chunk.done:
                         turn.done_reason = chunk.done_reason
                         turn.stats = chunk.stats or Stats()
@@ -169,7 +183,9 @@ class Agent:
                 raise
             total = total + turn.stats
             calls, content = turn.calls, turn.content
-            if not calls and tool_names:
+            if not calls:
+                # Also when no tools were offered: such a call is refused (_run_call), and the
+                # model reads why instead of the user reading the call.
                 calls, content = extract_tool_calls(turn.content, TOOL_NAMES)
             conversation.append(turn.message(calls, content))
             yield StepFinished(steps, turn.stats, len(calls), turn.done_reason)
@@ -194,15 +210,20 @@ class Agent:
                     "max_steps", content, steps, total, self.clock() - started, len(calls)
                 )
                 return
-            stopped = yield from self._run_calls(calls, steps, conversation)
+            stopped = yield from self._run_calls(calls, steps, conversation, tool_names)
             if stopped:
                 yield Finished("stopped", content, steps, total, self.clock() - started)
                 return
 
     def _run_calls(
-        self, calls: list[ToolCall], step: int, conversation: list[Message]
+        self,
+        calls: list[ToolCall],
+        step: int,
+        conversation: list[Message],
+        offered: Sequence[str],
     ) -> Generator[Event, None, bool]:
-        """Decide and run each call in order; returns True if the user stopped the turn."""
+        """Decide and run each call in order; returns True if the user stopped the turn.
+        `offered`: the tools this request sent; a call to any other is refused."""
         cap = self.context.limits.max_tool_calls_per_step
         answered = 0
         try:
@@ -222,7 +243,7 @@ class Agent:
                     conversation.append(tool_message(call, {"success": False, "error": why}))
                     answered += 1
                     continue
-                result_event, stop = yield from self._run_call(call, step)
+                result_event, stop = yield from self._run_call(call, step, offered)
                 conversation.append(tool_message(call, result_event.result))
                 answered += 1
                 yield result_event
@@ -235,17 +256,21 @@ class Agent:
                 conversation.append(tool_message(call, result))
 
     def _run_call(
-        self, call: ToolCall, step: int
+        self, call: ToolCall, step: int, offered: Sequence[str]
     ) -> Generator[Event, None, tuple[ToolResult, bool]]:
         yield ToolCallProposed(call, step)
-        decided = self.decide(call)
+        decided = self._not_offered(call, offered) or self.decide(call)
         yield decided
         started = self.clock()
         result = self.execute(decided)
         return ToolResult(call, result, self.clock() - started, decided), decided.stop_turn
 
     def decide(self, call: ToolCall) -> ToolDecided:
-        """Schema → policy → approver (only for "ask"): the final say on one call."""
+        """Schema → policy → preflight → approver (only for "ask"): the final say on one
+        call. The preflight turns a change whose old content cannot be kept for undo into an
+        ask only a person may answer (cli/tools/preflight.py)."""
+        from cli.tools import preflight
+
         arguments: dict[str, Any] = {}
         decision = self._check(call)
         if decision is None:
@@ -255,12 +280,19 @@ class Agent:
                 decision = self.policy.decide(call.name, arguments)
             except SchemaError as exc:
                 decision = Decision("deny", f"invalid arguments for {call.name}: {exc}", "schema")
+        loss = None
+        if decision.action != "deny":
+            loss = preflight.unkept(call.name, arguments, decision.paths, self.context)
+            if loss is not None:
+                decision = preflight.needs_person(decision, loss)
         if decision.action != "ask":
             allowed = decision.action == "allow"
             by = "policy" if allowed else ""
             return ToolDecided(call, decision, allowed, by, decision.reason, arguments)
         approval = self.approver(ApprovalRequest(call, arguments, decision))
         if approval.approved:
+            if loss is not None and approval.by == "user":
+                preflight.agreed(self.context, loss)
             return ToolDecided(call, decision, True, approval.by, decision.reason, arguments)
         if approval.stop_turn:
             reason = "the user stopped this turn"
@@ -290,6 +322,39 @@ class Agent:
             # the result itself, that it is data (the system prompt says it too).
             result = {**result, "untrusted": UNTRUSTED_LABEL}
         return shrink_result(result, self.context.limits.max_tool_result_chars)
+
+    def _not_offered(self, call: ToolCall, offered: Sequence[str]) -> ToolDecided | None:
+        """The refusal of a call to a tool this request did not offer, whatever the policy says
+        of it: a model without tool support, a tool set to deny, a name we do not know. The
+        model reads why and which tools it has."""
+        if call.name in offered:
+            return None
+        valid = ", ".join(offered)
+        if call.arguments_error and not call.name:
+            reason, rule = f"tool call: {call.arguments_error}", "schema"
+        elif not offered:
+            why = (
+                f"model '{self.settings.model}' does not support tools"
+                if not self.model_info().supports_tools
+                else "the policy enables none"
+            )
+            reason = (
+                f"tool '{call.name}' was not offered: no tools were offered ({why}); "
+                "answer in plain text"
+            )
+            rule = "not_offered"
+        elif call.name not in TOOL_NAMES:
+            reason, rule = f"unknown tool '{call.name}'; valid tools: {valid}", "unknown_tool"
+        elif self.policy.setting(call.name) == "deny":
+            reason = (
+                f"tool '{call.name}' was not offered (it is not enabled in this agent's "
+                f"policy), so it cannot run; valid tools: {valid}"
+            )
+            rule = "disabled"
+        else:  # offered to another model, or in another request: not this one
+            reason = f"tool '{call.name}' was not offered, so it cannot run; valid tools: {valid}"
+            rule = "not_offered"
+        return ToolDecided(call, Decision("deny", reason, rule), False, "", reason)
 
     def _check(self, call: ToolCall) -> Decision | None:
         """Refusals that need no schema: bad JSON arguments, unknown or disabled tools."""

@@ -30,7 +30,17 @@ class Approver(Protocol):
 
 
 def refuse_without_terminal(request: ApprovalRequest) -> Approval:
-    """No terminal to ask on: every ask is a no."""
+    """No terminal to ask on: every ask is a no. What only a person may approve says so, and
+    why (the model reads it): neither --yes nor the policy would let it run."""
+    decision = request.decision
+    if decision.needs_human:
+        why = "; ".join((decision.reason, *decision.warnings))
+        return Approval(
+            False,
+            by="",
+            reason="needs a person's confirmation, and no one can be asked (not run from a "
+            f"terminal; --yes does not cover it): {why}",
+        )
     return Approval(
         False,
         by="",

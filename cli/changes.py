@@ -1,7 +1,10 @@
 """What the agent changed, and how to take it back: a journal of changes with the previous
 content of every overwritten file and a trash for every deleted one, in
 `$XDG_STATE_HOME/metona-agent/changes/` (outside anything the model can write: the policy
-blocks it). Bounded in size: the oldest backups go first.
+blocks it). Bounded in size: the oldest backups go first, but never one taken by this store's
+own session (this `agent run`, this `agent chat`): when the store cannot hold one more without
+dropping one of those, it goes over its limit instead, and the agent asks a person before any
+change that would need that (cli/tools/preflight.py).
 
     journal.jsonl      one JSON record per change, append-only
     blobs/ID           the content a change replaced
@@ -9,6 +12,10 @@ blocks it). Bounded in size: the oldest backups go first.
     pending/MARKER     a write in flight: the temp file to remove if we die mid-way
 
 An undo is a change like any other, recorded with what it replaced: undoing it redoes.
+
+Sizes are measured, and evicted backups removed, through directory fds at any depth, never
+following a symlink and never entering another mount (cli/tools/trees.py): a bind mount that
+ended up in the trash is someone's data, not ours to count or empty.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -52,6 +58,7 @@ class Change:
     id: int = 0  # given by ChangeStore.record
     time: str = ""
     session: str = ""
+    kept: int | None = None  # bytes the backup holds, measured when recorded
     evicted: bool = False  # the backup was dropped to stay under max_backup_bytes
 
     @property
@@ -73,9 +80,15 @@ class ChangeStore:
 
     root: Path
     max_bytes: int = 256 * 1024 * 1024
+    # Whose backups eviction must leave alone: the changes recorded with this session. Empty:
+    # a new one, so each store (one per `agent run`, `agent chat`, `agent undo`) is its own.
     session: str = ""
     clock: Callable[[], float] = time.time
     _next: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if not self.session:
+            self.session = f"{os.getpid()}-{os.urandom(4).hex()}"
 
     @property
     def journal(self) -> Path:
@@ -91,15 +104,32 @@ class ChangeStore:
         return self.relative(blob)
 
     def record(self, change: Change) -> Change:
-        """Append `change` with its id and time filled in; drop old backups if over size."""
+        """Append `change` with its id and time filled in; drop old backups if over size
+        (never this session's: see `_evict`)."""
         with self._locked():
             changes = self._read()
             number = (changes[-1].id if changes else 0) + 1
             stamp = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
             change = replace(change, id=number, time=stamp, session=change.session or self.session)
+            if change.backup is not None and change.kept is None:
+                change = replace(change, kept=self._size(change.backup))
             self._append(change)
             self._evict([*changes, change])
             return change
+
+    def room(self) -> int:
+        """How many more bytes of backups the store holds without dropping one of this
+        session's (negative once a person let it go over the limit): older sessions'
+        backups do not count, eviction drops them first."""
+        with self._locked():
+            changes = self._read()
+        own = sum(self._kept(c) for c in changes if self._protected(c) and c.backup)
+        return self.max_bytes - own
+
+    def discard(self, backup: str) -> None:
+        """Remove a backup no change was recorded for (the write it was kept for failed)."""
+        with contextlib.suppress(OSError, ValueError):
+            self._drop(backup)
 
     def trash_slot(self) -> Path:
         """A new, empty, private directory for one delete to move its entry into."""
@@ -162,12 +192,14 @@ class ChangeStore:
         return next((c for c in self.history() if c.id == number), None)
 
     def backup_bytes(self, change: Change) -> bytes:
-        assert change.backup is not None
-        return (self.root / change.backup).read_bytes()
+        return self.backup_path(change).read_bytes()
 
     def backup_path(self, change: Change) -> Path:
+        """Where the change's backup is; ValueError for a name that is not one of ours
+        (`blobs/NAME`, `trash/SLOT/NAME`): a forged journal must not point undo, or
+        eviction, anywhere else."""
         assert change.backup is not None
-        return self.root / change.backup
+        return self.root.joinpath(*backup_parts(change.backup))
 
     # -- internals ------------------------------------------------------------------------
 
@@ -215,16 +247,63 @@ class ChangeStore:
             os.close(fd)
 
     def _evict(self, changes: list[Change]) -> None:
-        """Drop the oldest backups until the store fits in `max_bytes`."""
-        sizes = {c.id: _size(self.root / c.backup) for c in changes if c.backup and not c.evicted}
+        """Drop the oldest backups until the store fits in `max_bytes`, never one of this
+        session's: a change this run or chat made stays undoable while it runs (the agent
+        asks a person before a change that takes the store over, cli/tools/preflight.py)."""
+        live = [c for c in changes if c.backup and not c.evicted]
+        sizes = {c.id: self._kept(c) for c in live}
         total = sum(sizes.values())
-        for change in changes:
+        for change in live:
             if total <= self.max_bytes:
                 break
-            if change.id in sizes and change.backup:
-                _remove(self.root / change.backup)
-                total -= sizes[change.id]
-                self._append({"evict": change.id})
+            if self._protected(change) or change.backup is None:
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                self._drop(change.backup)
+            total -= sizes[change.id]
+            self._append({"evict": change.id})
+
+    def _protected(self, change: Change) -> bool:
+        return change.session == self.session and not change.evicted
+
+    def _kept(self, change: Change) -> int:
+        if change.backup is None:
+            return 0
+        return change.kept if change.kept is not None else self._size(change.backup)
+
+    def _size(self, backup: str) -> int:
+        """Bytes the backup holds: files, links' own size; never across a mount, any depth."""
+        from cli.tools import trees  # here: cli.tools imports this module
+
+        try:
+            with self._at(backup_parts(backup)) as (dir_fd, name):
+                return trees.measure(dir_fd, name).bytes
+        except (OSError, ValueError, trees.Refused):
+            return 0
+
+    def _drop(self, backup: str) -> None:
+        """Remove a backup: a blob, or a delete's whole trash slot (deepest first, never
+        through a link, and what a mount point in it holds stays untouched)."""
+        from cli.tools import trees
+
+        slot = backup_parts(backup)[:2]  # blobs/NAME, or trash/SLOT: the slot goes with it
+        with contextlib.suppress(FileNotFoundError, trees.Refused), self._at(slot) as (fd, name):
+            trees.remove(fd, name, skip_mounts=True)
+
+    @contextlib.contextmanager
+    def _at(self, parts: tuple[str, ...]) -> Iterator[tuple[int, str]]:
+        """The directory holding the last of `parts` (checked by backup_parts), as an fd
+        reached from the store's root without following any link, and that name."""
+        *parents, name = parts
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for part in parents:
+                following = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = following
+            yield fd, name
+        finally:
+            os.close(fd)
 
 
 class Backup:
@@ -241,6 +320,16 @@ class Backup:
 
 _FIELDS = {f for f in Change.__dataclass_fields__ if f != "evicted"}
 TEMP_PREFIX = ".metona-tmp."  # as cli.tools.fsops names temp files
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def backup_parts(backup: str) -> tuple[str, ...]:
+    """The names in a backup's store-relative path, checked to be one this store makes."""
+    parts = tuple(backup.split("/"))
+    shape = {"blobs": 2, "trash": 3}.get(parts[0])
+    if shape != len(parts) or any(p in ("", ".", "..") or "\x00" in p for p in parts):
+        raise ValueError(f"{backup!r} is not a backup of this store")
+    return parts
 
 
 def _alive(pid: int) -> bool:
@@ -267,26 +356,3 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _size(path: Path) -> int:
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return 0
-    if not path.is_dir() or path.is_symlink():
-        return info.st_size
-    total = 0
-    for dirpath, _dirs, files in os.walk(path, followlinks=False):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-    return total
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()

@@ -4,17 +4,23 @@ An undo is itself a change, recorded with what it replaced, so undoing it redoes
 the path exactly as recorded (symlinks resolved when the change was made), reached from / with
 no symlink followed on the way; and it never silently overwrites something that changed
 since: that is a conflict the caller must confirm.
+
+Every look at what is there now goes through directory fds at any depth (a 2,000-level tree a
+`create_directory` made is checked and moved to the trash like a flat one), and every failure
+is an UndoError: one line, never a traceback.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from cli.changes import INVERSE, Backup, Change, ChangeStore, sha256
 from cli.errors import AgentError
+from cli.paths import FileId
 from cli.tools import fsops
 from cli.tools.base import ToolError
 
@@ -43,10 +49,23 @@ def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = s
     if change.evicted:
         raise UndoError(
             f"change #{change.id} can no longer be undone: its backup was dropped to keep the "
-            "store under policy.limits.max_backup_bytes"
+            "store under policy.limits.max_backup_bytes (by a later session; a session never "
+            "drops its own)"
         )
     if change.action in ("overwrite", "delete") and change.backup is None:
-        raise UndoError(f"change #{change.id} kept no backup (the file was too large)")
+        raise UndoError(
+            f"change #{change.id} kept no backup (too large to keep, as a person agreed): it "
+            "cannot be undone"
+        )
+    try:
+        if change.backup is not None:
+            store.backup_path(change)  # one of the store's own names, or refused
+        fsops.Target(change.path, "/", change.path)
+    except ValueError:
+        raise UndoError(
+            f"change #{change.id} names a path or backup the agent never records (is the "
+            "journal forged?); not undone"
+        ) from None
     path = shown(change.path)
     summary = {
         "create": f"delete {path}, which change #{change.id} created (into the trash)",
@@ -56,7 +75,14 @@ def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = s
         "mkdir": f"remove the directory {path}, which change #{change.id} created",
         "rmdir": f"create the directory {path} again",
     }[change.action]
-    return Plan(change, summary, _conflict(change, path))
+    try:
+        conflict = _conflict(change, path)
+    except ToolError as exc:
+        raise UndoError(f"change #{change.id} cannot be undone now: {exc}") from None
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise UndoError(f"change #{change.id} cannot be undone now: {why}") from None
+    return Plan(change, summary, conflict)
 
 
 def apply(store: ChangeStore, undo: Plan, *, overwrite: bool = False) -> Change:
@@ -71,6 +97,8 @@ def apply(store: ChangeStore, undo: Plan, *, overwrite: bool = False) -> Change:
         raise UndoError(f"change #{change.id} was not undone: {exc}") from None
     except OSError as exc:
         raise UndoError(f"change #{change.id} was not undone: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UndoError(f"change #{change.id} was not undone: {exc}") from None
 
 
 # -- what changed since ------------------------------------------------------------------------
@@ -93,27 +121,25 @@ def _conflict(change: Change, path: str) -> str | None:
     return None
 
 
-def _only_directories(path: str) -> bool:
-    """Nothing but directories below `path`: what a `mkdir -p` left, untouched since."""
-    # os.walk lists links to directories among the dirs: they are moved to the trash with
-    # the rest, never followed.
-    return all(not files for _dirpath, _dirs, files in os.walk(path, followlinks=False))
-
-
 def _state(path: str) -> str | None:
-    """None when nothing is there; the sha256 of a regular file; a word for anything else."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
+    """None when nothing is there; the sha256 of a regular file; a word for anything else:
+    "dir:empty" for a directory holding nothing but directories (what a `mkdir -p` left,
+    untouched since), "dir" for one that holds a file, a link or a mount point. Looked at
+    through dir fds, at any depth, never following a link."""
+    target = fsops.Target(path, "/", path)
+    entry = fsops.inspect(target)
+    if entry is None:
         return None
-    if os.path.isdir(path) and not os.path.islink(path):
-        return "dir:empty" if _only_directories(path) else "dir"
-    if not os.path.isfile(path) or os.path.islink(path):
+    info = entry.info
+    if stat.S_ISDIR(info.st_mode):
+        return "dir:empty" if fsops.first_non_directory(target) is None else "dir"
+    if not stat.S_ISREG(info.st_mode):
         return "other"
     if info.st_size > FILE_LIMIT:
         return "large"
-    with open(path, "rb") as file:
-        return sha256(file.read())
+    # The file as it is (hard links included: this only hashes it).
+    seen = FileId(info.st_dev, info.st_ino, info.st_nlink)
+    return sha256(fsops.read(fsops.Target(path, "/", path, seen), FILE_LIMIT).data)
 
 
 # -- the inverse of each action -----------------------------------------------------------------
@@ -131,9 +157,15 @@ def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Chang
     """The content before the change comes back; what is there now is kept for a redo."""
     old = store.backup_bytes(change)
     backup = Backup(store)
-    written = fsops.write(
-        target, old, backup=backup, backup_limit=FILE_LIMIT, pending=store.pending
-    )
+    try:
+        # Over FILE_LIMIT what is there now could not be kept: fsops refuses, nothing lost.
+        written = fsops.write(
+            target, old, backup=backup, backup_limit=FILE_LIMIT, pending=store.pending
+        )
+    except (ToolError, OSError):
+        if backup.name:
+            store.discard(backup.name)
+        raise
     if change.mode is not None:
         os.chmod(change.path, change.mode, follow_symlinks=False)
     return _record(

@@ -254,16 +254,18 @@ def test_trash_false_deletes_permanently(
 def test_the_backup_store_is_bounded_oldest_first(
     make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
 ) -> None:
-    harness = make_agent("policy: {confirm: none, limits: {max_backup_bytes: 2500}}\n")
-    store = harness.agent.context.changes
-    assert store is not None
+    # One run per write: earlier runs' backups go, oldest first (a run never drops its own:
+    # tests/test_store_edges.py).
     for i in range(5):
+        harness = make_agent("policy: {confirm: none, limits: {max_backup_bytes: 2500}}\n")
         (workspace / f"f{i}.txt").write_text(str(i) * 1000)
         ollama.enqueue(
             reply(tool_calls=[tool_call("write_file", {"path": f"f{i}.txt", "content": "new"})]),
             reply("ok"),
         )
         harness.run(f"write f{i}")
+    store = harness.agent.context.changes
+    assert store is not None
     changes = store.history()
     assert [c.undoable for c in changes] == [False, False, False, True, True]
     kept = sum(p.stat().st_size for p in (store.root / "blobs").iterdir())

@@ -646,8 +646,10 @@ def test_list_stops_at_max_list_entries(make_tools: MakeTools, workspace: Path) 
         (workspace / f"f{n}.txt").write_text("")
     result = tools.ok("list_directory", {"path": "."})
     assert result["truncated"] is True
-    assert result["total"] == 5
-    assert names(result) == [f"f{n}.txt" for n in range(5)]
+    assert result["total"] == result["entries_visited"] == 5
+    # The walk reads no more than the cap: which 5 of the 8 depends on the directory's order.
+    assert names(result) == sorted(names(result))
+    assert set(names(result)) < {f"f{n}.txt" for n in range(8)}
     assert "5 entries" in result["note"]
 
 
@@ -875,8 +877,10 @@ def test_search_max_search_files_caps_scanning(make_tools: MakeTools, workspace:
     for n in range(6):
         (workspace / f"f{n}.txt").write_text("needle\n")
     result = tools.ok("search_files", {"path": ".", "query": "needle"})
-    assert result["files_scanned"] == 3
-    assert result_paths(result) == ["f0.txt", "f1.txt", "f2.txt"]
+    assert result["files_scanned"] == result["entries_visited"] == 3
+    # The walk reads no more than the cap: which 3 of the 6 depends on the directory's order.
+    assert len(result_paths(result)) == 3
+    assert set(result_paths(result)) < {f"f{n}.txt" for n in range(6)}
     assert result["truncated"] is True
     assert "max_search_files" in result["note"]
 

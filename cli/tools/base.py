@@ -15,13 +15,30 @@ from cli.changes import ChangeStore
 from cli.config import LimitsConfig
 from cli.paths import ResolvedPath, display_path, root_of
 from cli.sandbox import SandboxSpec
-from cli.tools.memory import FileMemory
+from cli.tools.memory import FileMemory, Fingerprint
 
 Result = dict[str, Any]
 
 
 class ToolError(Exception):
     """An expected failure (missing file, too large, …): becomes `{"success": false, ...}`."""
+
+
+class Consent:
+    """What a person agreed may be lost for good: the old content of a write, or an entry a
+    delete cannot keep in the trash (cli/tools/preflight.py says why and asks). Granted by
+    the agent after a person's yes, by path and the fingerprint of what was there when they
+    were asked; taken (once) by the tool, and only that very file or entry, unchanged since,
+    goes without a backup. Nothing the model sends reaches it."""
+
+    def __init__(self) -> None:
+        self._granted: dict[str, Fingerprint] = {}
+
+    def grant(self, path: str, fingerprint: Fingerprint) -> None:
+        self._granted[path] = fingerprint
+
+    def take(self, path: str) -> Fingerprint | None:
+        return self._granted.pop(path, None)
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,8 @@ class ToolContext:
     trash: bool = True  # policy.trash: delete_file moves to the trash
     # What the model saw of each file this session: writes over someone's edit conflict.
     memory: FileMemory = field(default_factory=FileMemory)
+    # What a person agreed may go without a backup (see Consent).
+    consent: Consent = field(default_factory=Consent)
 
     def show(self, path: str) -> str:
         return display_path(path, self.cwd)

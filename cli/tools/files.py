@@ -134,14 +134,21 @@ def write_file(
         raise fsops.too_large("content", len(data), ctx.limits.max_write_bytes)
     store = ctx.changes
     backup = Backup(store) if store else None
-    written = fsops.write(
-        fsops.target(ctx, path, checked.file),
-        data,
-        expect=ctx.memory.expected(path),
-        backup=backup,
-        backup_limit=ctx.limits.max_backup_bytes,
-        pending=store.pending if store else None,
-    )
+    try:
+        written = fsops.write(
+            fsops.target(ctx, path, checked.file),
+            data,
+            expect=ctx.memory.expected(path),
+            backup=backup,
+            backup_limit=ctx.limits.max_backup_bytes,
+            pending=store.pending if store else None,
+            # Only what a person agreed to lose (cli/tools/preflight.py) goes unkept.
+            lose=ctx.consent.take(path),
+        )
+    except (ToolError, OSError):
+        if store and backup and backup.name:
+            store.discard(backup.name)  # kept for a write that did not happen
+        raise
     ctx.memory.remember(path, written.fingerprint)
     result: Result = {
         "success": True,
@@ -160,7 +167,9 @@ def write_file(
         )  # fmt: skip
         result["change"] = change.id
         if not written.created and not written.backed_up:
-            result["note"] = "the old content was too large to keep: this cannot be undone"
+            result["note"] = (
+                "the old content was too large to keep (the user agreed): this cannot be undone"
+            )
     return result
 
 
@@ -222,6 +231,9 @@ def delete_file(
             recursive=bool(args.get("recursive")),
             trash=str(slot) if slot else None,
             trash_limit=ctx.limits.max_backup_bytes,
+            # Too large for the trash across file systems: gone for good only if a person
+            # agreed to exactly this entry (cli/tools/preflight.py); otherwise refused.
+            lose=ctx.consent.take(path),
         )
     except fsops.NotEmpty as exc:
         raise ToolError(f"{exc}; pass recursive: true to delete it with everything in it") from None
@@ -237,11 +249,16 @@ def delete_file(
         change = store.record(
             Change(
                 "delete_file", "delete", path, kind=removed.kind,
-                backup=store.relative(slot / name),
+                backup=store.relative(slot / name) if removed.trashed else None,
             )
         )  # fmt: skip
-        result["trashed"] = True
+        result["trashed"] = removed.trashed
         result["change"] = change.id
+        if not removed.trashed:
+            result["note"] = (
+                "too large to copy into the trash across file systems (the user agreed): "
+                "deleted for good, this cannot be undone"
+            )
     return result
 
 

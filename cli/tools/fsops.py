@@ -27,7 +27,6 @@ import errno
 import functools
 import os
 import platform
-import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -35,13 +34,13 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from cli.paths import FileId, file_id, is_within
+from cli.tools import trees
 from cli.tools.base import ToolContext, ToolError
 from cli.tools.memory import Fingerprint
 
 BINARY_SNIFF_BYTES = 8192
 # Temp files of atomic writes start with this; crash clean-up removes only such names.
 TEMP_PREFIX = ".metona-tmp."
-MAX_DELETE_DEPTH = 256  # levels a recursive delete goes down (rmtree recurses once per level)
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # O_PATH (Linux) opens a directory for lookups only: no read permission needed, nothing run.
@@ -112,6 +111,17 @@ Pending = Callable[[str, str], AbstractContextManager[None]]
 class Removed:
     kind: str  # "file", "symlink" or "directory"
     counts: dict[str, int] | None = None  # a recursive delete: files and directories removed
+    trashed: bool = False  # it went to the trash (False with a trash: deleted for good, as a
+    # person agreed, being too large to copy there across file systems)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What is at a checked path now, for a look before deciding (see `inspect`)."""
+
+    info: os.stat_result  # lstat: the entry itself, never what a symlink points to
+    parent_mount: trees.MountKey  # the mount of the directory holding it
+    tree: trees.Tally | None = None  # a directory's content, when asked for
 
 
 @dataclass(frozen=True)
@@ -358,12 +368,16 @@ def write(
     backup: KeepOld | None = None,
     backup_limit: int = 0,
     pending: Pending | None = None,
+    lose: Fingerprint | None = None,
 ) -> Written:
     """Replace target with `data` atomically, creating missing parent directories.
 
     expect        what the model last saw there: a file that differs now is a Conflict
-    backup        gets the old content before it is replaced (files up to backup_limit bytes)
+    backup        gets the old content before it is replaced (files up to backup_limit bytes;
+                  a larger one is not replaced, unless it is `lose`)
     pending       held around the temp file's life, for crash clean-up
+    lose          the old file a person agreed to lose (too large to keep): only that very
+                  file, unchanged since, is replaced without a backup
     """
     if not target.parts:
         raise ToolError(f"{target.shown} is a directory; give a file path")
@@ -372,7 +386,7 @@ def write(
         return _write_at(
             dir_fd, name, data, target.shown, target.checked,
             expect=expect, backup=backup, backup_limit=backup_limit,
-            pending=(lambda temp: pending(directory, temp)) if pending else None,
+            pending=(lambda temp: pending(directory, temp)) if pending else None, lose=lose,
         )  # fmt: skip
 
 
@@ -397,14 +411,22 @@ def _root_parts(root: str) -> tuple[str, ...]:
 
 
 def remove(
-    target: Target, *, recursive: bool, trash: str | None = None, trash_limit: int = 0
+    target: Target,
+    *,
+    recursive: bool,
+    trash: str | None = None,
+    trash_limit: int = 0,
+    lose: Fingerprint | None = None,
 ) -> Removed:
     """Delete target's entry itself: a symlink is removed, never followed; a directory only
-    when empty, unless `recursive` (then fd by fd with shutil.rmtree, whose Linux walk is
-    safe against a directory swapped for a link mid-way: `rmtree.avoids_symlink_attacks`).
+    when empty, unless `recursive` (then deepest first through dir fds, any depth, never
+    through a symlink: `trees.remove`). A tree holding a mount point is refused before
+    anything is deleted: what is mounted there is not ours to empty.
 
     With `trash` (a directory of ours), the entry is moved there instead, by rename; across
-    file systems it is copied (at most trash_limit bytes) and then removed."""
+    file systems it is copied (at most trash_limit bytes) and then removed. A larger one is
+    refused, unless `lose` is the entry as it is now (a person agreed it may be deleted for
+    good): then it is deleted without a copy."""
     if not target.parts:
         raise ToolError(f"{target.shown} is an allowed directory itself; it cannot be deleted")
     with parent_dir(target) as (dir_fd, name):
@@ -416,12 +438,16 @@ def remove(
             if stat.S_ISLNK(info.st_mode)
             else "file"
         )
+        trashed = False
         if trash is None:
             counts = _remove_entry(dir_fd, name, kind, recursive, target.shown)
         else:
-            counts = _to_trash(dir_fd, name, kind, recursive, target.shown, trash, trash_limit)
+            may_lose = lose is not None and Fingerprint.of(info) == lose
+            counts, trashed = _to_trash(
+                dir_fd, name, kind, recursive, target.shown, trash, trash_limit, may_lose
+            )
         _fsync_dir(dir_fd)
-    return Removed(kind, counts)
+    return Removed(kind, counts, trashed)
 
 
 def _remove_entry(
@@ -434,8 +460,17 @@ def _remove_entry(
 
 
 def _to_trash(
-    dir_fd: int, name: str, kind: str, recursive: bool, shown: str, trash: str, limit: int
-) -> dict[str, int] | None:
+    dir_fd: int,
+    name: str,
+    kind: str,
+    recursive: bool,
+    shown: str,
+    trash: str,
+    limit: int,
+    may_lose: bool = False,
+) -> tuple[dict[str, int] | None, bool]:
+    """Move the entry into `trash`; its counts, and whether it went there (not: deleted for
+    good, too large to copy, as `may_lose` allowed)."""
     counts = None
     if kind == "directory" and recursive:
         counts = _count_tree(dir_fd, name, shown)
@@ -448,12 +483,18 @@ def _to_trash(
         except OSError as exc:
             if exc.errno != errno.EXDEV:
                 raise
-            _copy_across(dir_fd, name, kind, trash_fd, shown, limit)
+            try:
+                _copy_across(dir_fd, name, kind, trash_fd, shown, limit)
+            except TooLargeToCopy:
+                if not may_lose:
+                    raise
+                _remove_entry(dir_fd, name, kind, True, shown)
+                return counts, False
             _remove_entry(dir_fd, name, kind, True, shown)
         _fsync_dir(trash_fd)
     finally:
         os.close(trash_fd)
-    return counts
+    return counts, True
 
 
 def move_back(target: Target, source: str, kind: str) -> None:
@@ -481,28 +522,40 @@ def move_back(target: Target, source: str, kind: str) -> None:
         os.close(src_fd)
 
 
+class TooLargeToCopy(ToolError):
+    """A move into or out of the trash across file systems would copy more than its limit."""
+
+
 def _copy_across(
     src_fd: int, name: str, kind: str, dst_fd: int, shown: str, limit: int, dst_name: str = ""
 ) -> None:
-    """The entry `name` copied into dst_fd (a move between file systems), links as links;
-    refused before anything is copied when it holds more than `limit` bytes."""
+    """The entry `name` copied into dst_fd (a move between file systems), links as links,
+    through dir fds at any depth; refused before anything is copied when it holds more than
+    `limit` bytes or a mount point (`trees.copy`)."""
     dst_name = dst_name or name
-    if kind == "symlink":
-        os.symlink(os.readlink(name, dir_fd=src_fd), dst_name, dir_fd=dst_fd)
-        return
-    source = f"/proc/self/fd/{src_fd}/{name}"  # the very directory the fd holds
-    size = _tree_bytes(source) if kind == "directory" else os.stat(name, dir_fd=src_fd).st_size
-    if size > limit:
-        raise ToolError(
-            f"{shown} holds {human_size(size)}, more than the trash keeps across file systems "
+    try:
+        tally = trees.measure(src_fd, name, stop_above=limit)
+    except trees.Refused as exc:
+        raise ToolError(f"{shown} changed while it was being looked at: {exc}") from None
+    if tally.stopped:
+        raise TooLargeToCopy(
+            f"{shown} holds more than the trash keeps across file systems "
             f"({human_size(limit)}, policy.limits.max_backup_bytes); set policy.trash: false "
             "to delete permanently, or raise the limit"
         )
-    destination = f"/proc/self/fd/{dst_fd}/{dst_name}"
-    if kind == "directory":
-        shutil.copytree(source, destination, symlinks=True)
-    else:
-        shutil.copy2(source, destination, follow_symlinks=False)
+    if tally.mounts:
+        raise _mount_inside(shown, tally.mounts[0])
+    try:
+        trees.copy(src_fd, name, dst_fd, dst_name)
+    except trees.Refused as exc:
+        raise ToolError(f"{shown} could not be copied: {exc}") from None
+
+
+def _mount_inside(shown: str, where: str) -> ToolError:
+    return ToolError(
+        f"{shown} holds a mount point ({where}); what is mounted there is not the agent's to "
+        "delete or move, so nothing was changed (unmount it first)"
+    )
 
 
 def _has_entries(dir_fd: int, name: str) -> bool:
@@ -514,15 +567,34 @@ def _has_entries(dir_fd: int, name: str) -> bool:
         os.close(fd)
 
 
-def _tree_bytes(path: str) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(path, followlinks=False):
-        for file in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, file)).st_size
-            except OSError:
-                pass
-    return total
+def inspect(target: Target, *, tree: bool = False, stop_above: int | None = None) -> Entry | None:
+    """What is at target now (None: nothing), reached like every operation but without the
+    `before_use` hook: a look before deciding, not a use. With `tree`, a directory's content
+    is measured too (`trees.measure`, ending once past `stop_above` bytes)."""
+    try:
+        with _located(target) as (dir_fd, name):
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            tally = None
+            if tree and stat.S_ISDIR(info.st_mode) and target.parts:
+                tally = trees.measure(dir_fd, name, stop_above=stop_above)
+            return Entry(info, trees.mount_key(dir_fd), tally)
+    except FileNotFoundError:
+        return None
+    except (OSError, trees.Refused) as exc:
+        raise ToolError(f"{target.shown} cannot be looked at: {exc}") from None
+
+
+def first_non_directory(target: Target) -> str | None:
+    """Below the directory target, the first entry that is not a plain directory (a file, a
+    symlink, a mount point), relative to target; None when there is none. Any depth."""
+    with _errors(target), _located(target) as (dir_fd, name):
+        try:
+            found = trees.first_non_directory(dir_fd, name)
+        except trees.Refused as exc:
+            raise ToolError(f"{target.shown} changed while it was being looked at: {exc}") from None
+    if found is None:
+        return None
+    return found.split("/", 1)[1] if "/" in found else "."
 
 
 @contextmanager
@@ -623,6 +695,7 @@ def _write_at(
     backup: KeepOld | None = None,
     backup_limit: int = 0,
     pending: Callable[[str], AbstractContextManager[None]] | None = None,
+    lose: Fingerprint | None = None,
 ) -> Written:
     try:
         old: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -647,10 +720,20 @@ def _write_at(
     # The old permissions without set-id bits: the kernel drops those on any write, too.
     mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
     backed_up = False
-    if old is not None and backup is not None and old.st_size <= backup_limit:
-        kept = read_at(dir_fd, name, shown, backup_limit, checked)
-        backup(kept.data, mode)  # before the rename: a crash after it loses nothing
-        backed_up = True
+    if old is not None and backup is not None:
+        if old.st_size <= backup_limit:
+            # read_at refuses a file that grows past the limit while it is read: not replaced.
+            kept = read_at(dir_fd, name, shown, backup_limit, checked)
+            backup(kept.data, mode)  # before the rename: a crash after it loses nothing
+            backed_up = True
+        elif lose is None or Fingerprint.of(old) != lose:
+            # The backstop: what was checked before asking fitted (or was another file); a
+            # file that grew since is not replaced without its old content kept.
+            raise ToolError(
+                f"{shown} holds {human_size(old.st_size)} now, more than a backup keeps "
+                f"({human_size(backup_limit)}, policy.limits.max_backup_bytes); not "
+                "overwritten, since its old content could not be kept for undo"
+            )
     fingerprint = _replace(dir_fd, name, data, mode, pending)
     return Written(old is None, fingerprint, mode if old else None, backed_up)
 
@@ -703,49 +786,23 @@ def _remove_dir(dir_fd: int, name: str, recursive: bool, shown: str) -> dict[str
         return None
     counts = _count_tree(dir_fd, name, shown)
     try:
-        if sys.version_info >= (3, 11):
-            shutil.rmtree(name, dir_fd=dir_fd)
-        else:  # 3.10's rmtree has no dir_fd; /proc/self/fd/N is the very directory the fd holds
-            shutil.rmtree(f"/proc/self/fd/{dir_fd}/{name}")
-    except RecursionError:  # the tree grew deeper since it was counted
-        raise ToolError(f"{shown} is nested too deeply; it was deleted only in part") from None
+        trees.remove(dir_fd, name)
+    except trees.Refused as exc:  # a mount appeared, or the tree was moved, since the count
+        raise ToolError(f"{shown} was deleted only in part: {exc}") from None
     return counts
 
 
 def _count_tree(dir_fd: int, name: str, shown: str) -> dict[str, int]:
     """Files and directories in the tree `name` (links counted as files, never followed),
-    walked by fds with O_NOFOLLOW. A tree deeper than MAX_DELETE_DEPTH is refused before
-    anything is deleted: rmtree recurses once per level, and a model can nest that deep."""
-    files, dirs = 0, 1
-    levels: list[tuple[int, Iterator[os.DirEntry[str]]]] = []
+    walked by fds at any depth. A tree holding a mount point is refused here, before
+    anything is deleted or moved."""
     try:
-        levels.append(_listed(dir_fd, name))
-        while levels:
-            fd, entries = levels[-1]
-            entry = next(entries, None)
-            if entry is None:
-                os.close(levels.pop()[0])
-            elif not entry.is_dir(follow_symlinks=False):
-                files += 1
-            elif len(levels) == MAX_DELETE_DEPTH:
-                raise ToolError(f"{shown} is nested too deeply to delete in one call")
-            else:
-                dirs += 1
-                levels.append(_listed(fd, entry.name))
-    finally:
-        for fd, _ in levels:
-            os.close(fd)
-    return {"files": files, "directories": dirs}
-
-
-def _listed(dir_fd: int, name: str) -> tuple[int, Iterator[os.DirEntry[str]]]:
-    fd = os.open(name, _LIST_FLAGS, dir_fd=dir_fd)
-    try:
-        with os.scandir(fd) as listing:
-            return fd, iter(list(listing))
-    except BaseException:
-        os.close(fd)
-        raise
+        tally = trees.measure(dir_fd, name)
+    except trees.Refused as exc:
+        raise ToolError(f"{shown} changed while it was being looked at: {exc}") from None
+    if tally.mounts:
+        raise _mount_inside(shown, tally.mounts[0])
+    return tally.counts
 
 
 def _fsync_dir(dir_fd: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import closing
 from datetime import datetime, timezone
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from cli.paths import ResolvedPath
 from cli.tools import fsops
 from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, integer, params, string
-from cli.tools.walk import Entry, walk
+from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
 
 
 def list_directory(
@@ -26,27 +26,38 @@ def list_directory(
     extension = normalize_extension(args.get("filter_extension"))
     cap = ctx.limits.max_list_entries
     hidden = bool(args.get("include_hidden"))
-    with (
-        fsops.open_dir(fsops.target(ctx, path), "; use read_file for files") as top,
-        closing(walk(top, path, max_depth=depth, include_hidden=hidden, hides=ctx.hides)) as walked,
-    ):
-        entries, truncated = _collect(walked, recursive, extension, cap)
+    with fsops.open_dir(fsops.target(ctx, path), "; use read_file for files") as top:
+        walked = Walk(
+            top, path, max_visits=cap, max_depth=depth, include_hidden=hidden, hides=ctx.hides
+        )
+        with closing(walked):
+            entries = _collect(walked, recursive, extension)
     result: Result = {
         "success": True,
         "path": path,
         "entries": entries,
         "total": len(entries),
-        "truncated": truncated,
+        "entries_visited": walked.visited,
+        "truncated": walked.truncated,
     }
-    if truncated:
-        result["note"] = f"stopped at {cap} entries; list a subdirectory or lower max_depth"
+    notes = []
+    if walked.over_cap:
+        notes.append(
+            f"stopped after looking at {walked.visited} entries (policy.limits.max_list_entries; "
+            "hidden and filtered-out ones count too); list a subdirectory or lower max_depth"
+        )
+    if walked.too_deep:
+        notes.append(f"directories deeper than {MAX_WALK_DEPTH} levels were not entered")
+    if notes:
+        result["note"] = "; ".join(notes)
     return result
 
 
 def _collect(
-    walked: Iterator[Entry], recursive: bool, extension: str | None, cap: int
-) -> tuple[list[dict[str, Any]], bool]:
-    """At most `cap` described entries, and whether there were more."""
+    walked: Iterable[Entry], recursive: bool, extension: str | None
+) -> list[dict[str, Any]]:
+    """The entries described, without files the extension filter leaves out. How many there
+    are is bounded by the walk (max_list_entries visits)."""
     entries: list[dict[str, Any]] = []
     for entry in walked:
         item = describe(entry, entry.relative if recursive else entry.dirent.name)
@@ -56,10 +67,8 @@ def _collect(
             and not entry.dirent.name.lower().endswith(extension)
         ):
             continue
-        if len(entries) == cap:
-            return entries, True
         entries.append(item)
-    return entries, False
+    return entries
 
 
 def describe(entry: Entry, name: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from cli.paths import ResolvedPath
 from cli.tools import fsops
 from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, integer, params, string
 from cli.tools.listing import normalize_extension
-from cli.tools.walk import Entry, walk
+from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
 
 MAX_LINE_TEXT = 300  # a minified line is one line of megabytes; show its start only
 _GLOB_CHARS = frozenset("*?[")
@@ -45,13 +45,20 @@ def search_files(
     )
     scan = _Scan()
     hint = "; search_files searches below a directory"
-    with (
-        fsops.open_dir(fsops.target(ctx, root), hint) as top,
-        closing(walk(top, root, max_depth=10_000, include_hidden=False, hides=ctx.hides)) as walked,
-    ):
-        for entry in walked:
-            if _searchable(entry, wanted, ctx) and not _visit(entry, wanted, scan, ctx):
-                break
+    with fsops.open_dir(fsops.target(ctx, root), hint) as top:
+        # Every entry the walk reads counts, directories and files the filters skip included:
+        # a filter that matches nothing must not make the search walk the whole tree.
+        walked = Walk(
+            top, root, max_visits=limits.max_search_files, include_hidden=False, hides=ctx.hides
+        )
+        with closing(walked):
+            for entry in walked:
+                if _searchable(entry, wanted, ctx) and not _visit(entry, wanted, scan, ctx):
+                    break
+    scan.visited = walked.visited
+    if walked.truncated and not scan.truncated:
+        scan.truncated = True
+        scan.note = _walk_note(walked)
     return _result(query, search_type, scan, wanted.max_results)
 
 
@@ -71,7 +78,8 @@ class _Scan:
 
     results: list[dict[str, Any]] = field(default_factory=list)
     total_matches: int = 0
-    scanned: int = 0
+    scanned: int = 0  # files whose name or content was searched
+    visited: int = 0  # entries the walk read: files, directories, skipped ones
     full: bool = False
     truncated: bool = False
     note: str = ""
@@ -91,13 +99,6 @@ def _searchable(entry: Entry, wanted: _Query, ctx: ToolContext) -> bool:
 def _visit(entry: Entry, wanted: _Query, scan: _Scan, ctx: ToolContext) -> bool:
     """Search one file; False when the search must stop."""
     limits = wanted.limits
-    if scan.scanned == limits.max_search_files:
-        scan.truncated = True
-        scan.note = (
-            f"stopped after scanning {scan.scanned} files (policy.limits.max_search_files); "
-            "search a subdirectory"
-        )
-        return False
     scan.scanned += 1
     name = entry.dirent.name
     by_name = wanted.search_type in ("filename", "both") and wanted.name_matches(name)
@@ -126,6 +127,19 @@ def _visit(entry: Entry, wanted: _Query, scan: _Scan, ctx: ToolContext) -> bool:
     return True
 
 
+def _walk_note(walked: Walk) -> str:
+    notes = []
+    if walked.over_cap:
+        notes.append(
+            f"stopped after looking at {walked.visited} files and directories "
+            "(policy.limits.max_search_files; those the filters skip count too); "
+            "search a subdirectory"
+        )
+    if walked.too_deep:
+        notes.append(f"directories deeper than {MAX_WALK_DEPTH} levels were not searched")
+    return "; ".join(notes)
+
+
 def _result(query: str, search_type: str, scan: _Scan, max_results: int) -> Result:
     result: Result = {
         "success": True,
@@ -135,6 +149,7 @@ def _result(query: str, search_type: str, scan: _Scan, max_results: int) -> Resu
         "total_files": len(scan.results),
         "total_matches": scan.total_matches,
         "files_scanned": scan.scanned,
+        "entries_visited": scan.visited,
         "truncated": scan.truncated,
     }
     note = scan.note

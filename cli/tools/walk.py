@@ -1,13 +1,20 @@
 """Walking a directory tree the safe way, shared by list_directory and search_files: never
-through a directory symlink (no escapes, no loops), never into what the policy hides."""
+through a directory symlink (no escapes, no loops), never into what the policy hides, and
+never past a cap on what it reads or how deep it goes, whatever a model built."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 from cli.tools import fsops
+
+# How deep a walk goes at most, whatever it is asked: each level holds an open fd until its
+# last entry is seen, and a model can nest directories without end. Deeper trees are walked
+# to here and reported truncated.
+MAX_WALK_DEPTH = 256
 
 # Directories that hold tooling, not the user's work; descending into them drowns results.
 NOISE_DIRS = frozenset(
@@ -49,58 +56,107 @@ class _Level:
     fd: int | None  # None for the top, which the caller owns
 
 
-def walk(
-    top_fd: int,
-    top: str,
-    *,
-    max_depth: int,
-    include_hidden: bool,
-    hides: Callable[[str], bool],
-) -> Generator[Entry, None, None]:
-    """Yield entries below the open directory `top_fd` (whose path is `top`) in tree order,
-    each directory just before its contents, names sorted. Directory symlinks are yielded but
-    never entered; hidden names are skipped unless asked; noise dirs and dirs the policy hides
-    are yielded but not entered. Each directory is opened relative to its parent's fd with
-    O_NOFOLLOW, so one swapped for a symlink mid-walk is not entered either. Close the
-    generator (contextlib.closing) when stopping early, so its fds close at once."""
-    stack = [_Level(_sorted_entries(top_fd), top, "", 1, None)]
-    try:
-        while stack:
-            level = stack[-1]
-            dirent = next(level.entries, None)
-            if dirent is None:
-                _close(stack.pop())
-                continue
-            if not include_hidden and dirent.name.startswith("."):
-                continue
-            path = os.path.join(level.path, dirent.name)
-            relative = f"{level.relative}{dirent.name}"
-            dir_fd = top_fd if level.fd is None else level.fd
-            yield Entry(path, relative, level.depth, dirent, dir_fd)
-            if (
-                level.depth < max_depth
-                and dirent.is_dir(follow_symlinks=False)
-                and dirent.name not in NOISE_DIRS
-                and not hides(path)
-            ):
+class Walk:
+    """Entries below the open directory `top_fd` (whose path is `top`) in tree order, each
+    directory just before its contents, names sorted. Directory symlinks are yielded but never
+    entered; hidden names are skipped unless asked; noise dirs and dirs the policy hides are
+    yielded but not entered. Each directory is opened relative to its parent's fd with
+    O_NOFOLLOW, so one swapped for a symlink mid-walk is not entered either.
+
+    Bounded whatever the tree: at most `max_visits` directory entries are read in all — files,
+    directories, links, hidden and filtered-out names alike — and no deeper than
+    MAX_WALK_DEPTH levels (one fd is open per level). `truncated` says the walk stopped before
+    seeing everything; `visited` counts what it read. Iterative: no recursion however deep the
+    tree. Close it (contextlib.closing) when stopping early, so its fds close at once."""
+
+    def __init__(
+        self,
+        top_fd: int,
+        top: str,
+        *,
+        max_visits: int,
+        max_depth: int | None = None,
+        include_hidden: bool,
+        hides: Callable[[str], bool],
+    ) -> None:
+        self.visited = 0
+        self.over_cap = False  # a directory held more than max_visits left room for
+        self.too_deep = False  # a directory deeper than MAX_WALK_DEPTH was not entered
+        self._max_visits = max_visits
+        self._asked_depth = max_depth
+        self._max_depth = min(max_depth or MAX_WALK_DEPTH, MAX_WALK_DEPTH)
+        self._entries = self._walk(top_fd, top, include_hidden, hides)
+
+    @property
+    def truncated(self) -> bool:
+        return self.over_cap or self.too_deep
+
+    def __iter__(self) -> Iterator[Entry]:
+        return self._entries
+
+    def close(self) -> None:
+        self._entries.close()
+
+    def _walk(
+        self, top_fd: int, top: str, include_hidden: bool, hides: Callable[[str], bool]
+    ) -> Generator[Entry, None, None]:
+        stack = [_Level(self._read(top_fd), top, "", 1, None)]
+        try:
+            while stack:
+                level = stack[-1]
+                dirent = next(level.entries, None)
+                if dirent is None:
+                    _close(stack.pop())
+                    continue
+                if not include_hidden and dirent.name.startswith("."):
+                    continue
+                path = os.path.join(level.path, dirent.name)
+                relative = f"{level.relative}{dirent.name}"
+                dir_fd = top_fd if level.fd is None else level.fd
+                yield Entry(path, relative, level.depth, dirent, dir_fd)
+                if (
+                    self.over_cap
+                    or not dirent.is_dir(follow_symlinks=False)
+                    or dirent.name in NOISE_DIRS
+                    or hides(path)
+                    or not self._may_enter(level.depth)
+                ):
+                    continue
                 sub = fsops.open_subdir(dir_fd, dirent.name)
                 if sub is not None:  # unreadable below the root: skip it, a walk is best-effort
                     stack.append(
-                        _Level(_sorted_entries(sub), path, relative + "/", level.depth + 1, sub)
+                        _Level(self._read(sub), path, relative + "/", level.depth + 1, sub)
                     )
-    finally:
-        for level in stack:
-            _close(level)
+        finally:
+            for level in stack:
+                _close(level)
+
+    def _may_enter(self, depth: int) -> bool:
+        """May a directory at `depth` be entered? Past the hard limit that is a truncation;
+        past the depth the caller asked for, it is what was asked."""
+        if depth < self._max_depth:
+            return True
+        if self._asked_depth is None or self._asked_depth > depth:
+            self.too_deep = True
+        return False
+
+    def _read(self, dir_fd: int) -> Iterator[os.DirEntry[str]]:
+        """The directory's entries, sorted, counted against max_visits: never more than fit
+        (one more is read to know whether there are more)."""
+        room = self._max_visits - self.visited
+        try:
+            with os.scandir(dir_fd) as it:
+                batch = list(itertools.islice(it, room + 1))
+        except OSError:
+            return iter(())
+        batch.sort(key=lambda e: e.name)
+        if len(batch) > room:
+            self.over_cap = True
+            del batch[room:]
+        self.visited += len(batch)
+        return iter(batch)
 
 
 def _close(level: _Level) -> None:
     if level.fd is not None:
         os.close(level.fd)
-
-
-def _sorted_entries(dir_fd: int) -> Iterator[os.DirEntry[str]]:
-    try:
-        with os.scandir(dir_fd) as it:
-            return iter(sorted(it, key=lambda e: e.name))
-    except OSError:
-        return iter(())

@@ -23,7 +23,9 @@ def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
             notes.append(f"undoes #{change.undoes}")
         if change.id in undone:
             notes.append("undone")
-        if not change.undoable:
+        if change.evicted:
+            notes.append("cannot be undone: its backup was dropped for space by a later session")
+        elif not change.undoable:
             notes.append("cannot be undone: no backup kept")
         size = human_size(change.size) if change.action in ("create", "overwrite") else ""
         path = sanitize(display_path(change.path, cwd))
