@@ -6,9 +6,58 @@ protocol into these, so the loop never sees a wire format.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+# JSON from the server or a model that nests deeper than this is refused before it is parsed:
+# Python's json recurses once per level (a RecursionError far below what a line may hold), and
+# so does everything that walks the value later. An Ollama line is about 6 levels deep, tool
+# arguments a few more; nothing real comes near 64.
+MAX_JSON_DEPTH = 64
+
+# Strings are cut out before brackets are counted: a whole string (escapes included), or from
+# a quote that never closes to the end. Each alternative runs to its end once, so the scan is
+# linear in the text, and it never recurses.
+_JSON_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|".*', re.DOTALL)
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+class JSONTooDeep(ValueError):
+    """The JSON text nests deeper than MAX_JSON_DEPTH."""
+
+
+def nests_deeper_than(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether `text`, read as JSON, opens more than `limit` arrays/objects inside each other,
+    brackets inside strings not counted. Checked without recursion and without parsing."""
+    data = text.encode("utf-8", "surrogatepass")
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False  # the common case, at C speed
+    depth = 0
+    # Not clamped at 0: json stops at the first bracket that closes nothing, so what comes
+    # after it is never nested into.
+    for byte in _JSON_STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS):
+        if byte in b"[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def loads_json(text: str | bytes) -> Any:
+    """json.loads for text from the server or a model: JSONTooDeep (a ValueError) when it nests
+    deeper than MAX_JSON_DEPTH, checked before parsing; ValueError when it is not JSON. Bytes
+    are decoded as json.loads would (UTF-8, or UTF-16/32 by their first bytes)."""
+    if isinstance(text, bytes):
+        text = text.decode(json.detect_encoding(text))  # UnicodeDecodeError is a ValueError
+    if nests_deeper_than(text):
+        raise JSONTooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return json.loads(text)
+
 
 # A chat message as Ollama's /api/chat takes it: role, content, and optionally thinking,
 # tool_calls, tool_name, tool_call_id. Kept as plain dicts so a session saves as JSON as is.

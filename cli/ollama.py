@@ -23,7 +23,16 @@ from cli.errors import (
     ServerUnreachable,
     StreamError,
 )
-from cli.messages import ChatChunk, ChatRequest, ModelInfo, Stats, ToolCall
+from cli.messages import (
+    MAX_JSON_DEPTH,
+    ChatChunk,
+    ChatRequest,
+    JSONTooDeep,
+    ModelInfo,
+    Stats,
+    ToolCall,
+    loads_json,
+)
 
 DEFAULT_HOST = "http://localhost:11434"
 DEFAULT_PORT = 11434
@@ -165,7 +174,12 @@ class OllamaClient:
     ) -> Any:
         response = self._request(method, path, body, stream=False, model=model)
         try:
-            return response.json()
+            return loads_json(response.content)
+        except JSONTooDeep:
+            raise OllamaError(
+                f"{self._base}{path} answered with JSON nested deeper than {MAX_JSON_DEPTH} "
+                "levels; is OLLAMA_HOST pointing at an Ollama server?"
+            ) from None
         except ValueError as exc:
             raise OllamaError(
                 f"{self._base}{path} answered with something that is not JSON; "
@@ -251,7 +265,12 @@ class OllamaClient:
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = loads_json(line)
+            except JSONTooDeep:
+                raise StreamError(
+                    f"Ollama sent a line nested deeper than {MAX_JSON_DEPTH} levels; "
+                    "is the server an Ollama server?"
+                ) from None
             except ValueError:
                 preview = line[:80].decode("utf-8", "replace")
                 raise StreamError(
@@ -372,7 +391,10 @@ def parse_tool_call(raw: Any) -> ToolCall:
         args = {}
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = loads_json(args) if args.strip() else {}
+        except JSONTooDeep:
+            why = f"arguments nest deeper than {MAX_JSON_DEPTH} levels; send a flat object"
+            return ToolCall(name, {}, call_id, why)
         except ValueError:
             return ToolCall(name, {}, call_id, "arguments are not valid JSON; send an object")
     if not isinstance(args, dict):
@@ -411,8 +433,8 @@ def one_line(text: str) -> str:
 
 def _error_text(body: str) -> str:
     try:
-        data = json.loads(body)
-    except ValueError:
+        data = loads_json(body)
+    except ValueError:  # JSONTooDeep included: then the raw text is shown, cut short
         return ""
     if isinstance(data, dict):
         err = data.get("error")

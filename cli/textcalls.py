@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from cli.messages import ToolCall
+from cli.messages import MAX_JSON_DEPTH, JSONTooDeep, ToolCall, loads_json
 from cli.ollama import parse_tool_call
 
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
@@ -21,6 +21,7 @@ _FUNCTION_XML = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.DOTALL)
 _PARAMETER_XML = re.compile(r"<parameter=([\w.-]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _MISTRAL = "[TOOL_CALLS]"
+_TOO_DEEP = f"the tool call nests deeper than {MAX_JSON_DEPTH} levels; send a flat object"
 
 
 def extract_tool_calls(content: str, known: Collection[str]) -> tuple[list[ToolCall], str]:
@@ -40,7 +41,8 @@ def extract_tool_calls(content: str, known: Collection[str]) -> tuple[list[ToolC
                 return [], content
             calls.append(call)
         return calls, _TAGGED.sub("", text).strip()
-    if text.startswith(_MISTRAL):
+    marked = text.startswith(_MISTRAL)
+    if marked:
         text = text[len(_MISTRAL) :].strip()
     fenced = _FENCE.match(text)
     if fenced:
@@ -48,7 +50,11 @@ def extract_tool_calls(content: str, known: Collection[str]) -> tuple[list[ToolC
     if text[:1] not in ("{", "["):
         return [], content
     try:
-        data = json.loads(text)
+        data = loads_json(text)
+    except JSONTooDeep:
+        # Marked as calls, it is a call we cannot read: refused, and the model told why. Bare
+        # JSON that deep cannot be told from an answer without parsing it: it stays one.
+        return ([ToolCall("", {}, arguments_error=_TOO_DEEP)], "") if marked else ([], content)
     except ValueError:
         return [], content
     items = data if isinstance(data, list) else [data]
@@ -60,7 +66,9 @@ def extract_tool_calls(content: str, known: Collection[str]) -> tuple[list[ToolC
 
 def _json_call(text: str) -> ToolCall | None:
     try:
-        data = json.loads(text)
+        data = loads_json(text)
+    except JSONTooDeep:
+        return ToolCall("", {}, arguments_error=_TOO_DEEP)
     except ValueError:
         return None
     return _object_call(data)
@@ -83,18 +91,24 @@ def _object_call(data: Any) -> ToolCall | None:
 def _xml_call(match: re.Match[str]) -> ToolCall:
     arguments: dict[str, Any] = {}
     for name, raw in _PARAMETER_XML.findall(match.group(2)):
-        arguments[name] = _xml_value(raw)
+        try:
+            arguments[name] = _xml_value(raw)
+        except JSONTooDeep:
+            return ToolCall(match.group(1), {}, arguments_error=f"'{name}': {_TOO_DEEP}")
     return ToolCall(match.group(1), arguments)
 
 
 def _xml_value(raw: str) -> Any:
-    """qwen3-coder writes every value as text; numbers and booleans are JSON inside."""
+    """qwen3-coder writes every value as text; numbers and booleans are JSON inside. A value
+    nested too deep raises JSONTooDeep."""
     stripped = raw.strip()
     if stripped in ("true", "false", "null") or re.fullmatch(r"-?\d+(\.\d+)?", stripped):
         return json.loads(stripped)
     if stripped[:1] in ("[", "{"):
         try:
-            return json.loads(stripped)
+            return loads_json(stripped)
+        except JSONTooDeep:
+            raise
         except ValueError:
             pass
     return raw
