@@ -579,9 +579,24 @@ def setup_failure(returncode: int, stderr: str) -> str | None:
 
 
 def cleanup(launch: Launch) -> None:
-    if launch.scratch:
-        # rmtree does not follow symlinks a command may have left in there.
-        shutil.rmtree(launch.scratch, ignore_errors=True)
+    """Remove the Landlock scratch dir: iteratively (a command may leave a tree of any
+    depth there, and shutil.rmtree recurses), never following a link, never entering a
+    mount point."""
+    if not launch.scratch:
+        return
+    from cli.tools import trees  # here: cli.tools imports this module
+
+    parent, name = os.path.split(launch.scratch)
+    try:
+        fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        trees.remove(fd, name, skip_mounts=True)
+    except (OSError, trees.Refused):
+        pass  # a temp dir left behind is no loss
+    finally:
+        os.close(fd)
 
 
 __all__ = [

@@ -39,6 +39,7 @@ from cli.sandbox import (
     bwrap_argv,
     bwrap_problem,
     choose,
+    cleanup,
     hidden_paths,
     landlock_problem,
     read_rules,
@@ -632,3 +633,28 @@ def _usable_by(user: pwd.struct_passwd, python: str) -> bool:
     probe = [*_as(user), python, "-c", "import yaml, cli.sandbox"]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
     return subprocess.run(probe, capture_output=True, env=env, timeout=30).returncode == 0
+
+
+def test_the_scratch_dir_of_a_command_goes_whatever_it_holds(tmp_path: Path) -> None:
+    """A command under Landlock can leave a tree of any depth in its scratch dir, and a
+    link out of it: cleanup removes the tree without recursion and follows no link."""
+    scratch = tmp_path / "scratch"
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "file").write_text("stay")
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        os.mkdir("scratch", dir_fd=fd)
+        here = os.open("scratch", os.O_RDONLY, dir_fd=fd)
+        for _ in range(2000):
+            os.mkdir("d", dir_fd=here)
+            nxt = os.open("d", os.O_RDONLY, dir_fd=here)
+            os.close(here)
+            here = nxt
+        os.symlink(str(keep), "out", dir_fd=here)
+        os.close(here)
+    finally:
+        os.close(fd)
+    cleanup(Launch("landlock", [], {}, str(tmp_path), "{}", str(scratch)))
+    assert not scratch.exists()
+    assert (keep / "file").read_text() == "stay"
