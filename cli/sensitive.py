@@ -26,6 +26,7 @@ Pure: no I/O here but the $PATH entries the caller passes in.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -47,6 +48,52 @@ SECRET_WORDS = (
     "private_key",
     "auth",
 )
+
+# Short forms that name a secret as a key or flag (`DB_PASS=`, `MYSQL_PWD=`, `--creds`) but
+# are too short to look for in file names (`compass`, `pwd.py`): so not in SECRET_WORDS.
+_KEY_ABBREVIATIONS = ("pass", "pwd", "pw", "creds")
+_NOT_ALNUM = re.compile(r"[\W_]")
+_WORDS = frozenset(_NOT_ALNUM.sub("", w).lower() for w in SECRET_WORDS + _KEY_ABBREVIATIONS)
+_SUFFIX_WORDS = tuple(w for w in _WORDS if len(w) >= 5)  # also at a word's end: PGPASSWORD
+# A name whose last word is one of these is about a secret, not the secret itself:
+# `--password-file PATH`, `TOKEN_URL=…`, `--auth-type basic`, `credential.helper store`.
+_ABOUT_A_SECRET = frozenset(
+    {
+        *("file", "files", "path", "dir", "fd", "stdin", "env", "prompt", "cmd", "command"),
+        *("type", "method", "mode", "format", "provider", "scope", "scopes", "policy"),
+        *("url", "uri", "endpoint", "host", "port", "name", "user", "username"),
+        *("length", "len", "min", "max", "count", "limit", "expiry", "ttl", "timeout"),
+        *("enabled", "disabled", "required", "helper", "store", "jar"),
+    }
+)
+_COUNTING = frozenset({"no", "max", "min", "num"})  # --no-password, max_tokens=100
+_NOT_SECRETS = frozenset({"pwd", "oldpwd"})  # the shell's working directories
+_NAME_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def names_secret(name: str) -> bool:
+    """True if `name` (a key, flag, variable or argument name) names a secret: `--password`,
+    `api_key`, `AWS_SECRET_ACCESS_KEY`, `_authToken`, `PGPASSWORD`, `DB_PASS`; not
+    `--password-file`, `--passwordless`, `author` or `max_tokens`."""
+    if len(name) > 256:
+        return True  # no one names a setting like that: keep its value out
+    parts = [p.lower() for p in _NAME_PART.findall(name)]
+    if not parts or parts[-1] in _ABOUT_A_SECRET or parts[0] in _COUNTING:
+        return False
+    joined = "".join(parts)
+    if joined in _NOT_SECRETS:
+        return False
+    for i in range(len(parts)):
+        word = ""
+        for part in parts[i : i + 3]:  # api+key, secret+access+key: words split in the name
+            word += part
+            if word in _WORDS or (word.endswith("s") and word[:-1] in _WORDS):
+                return True
+            if word.endswith(_SUFFIX_WORDS):
+                return True
+    return False
+
 
 # -- secrets -----------------------------------------------------------------------------------
 
@@ -487,5 +534,6 @@ __all__ = [
     "PathClass",
     "build",
     "invalid",
+    "names_secret",
     "path_dirs",
 ]

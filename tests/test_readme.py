@@ -13,6 +13,7 @@ from tests.test_commands_differential import FIXED_LINES, GENERATED_EXAMPLES
 from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
 from tests.test_hostile import FAULTS
 from tests.test_path_classes import SECRET_PATHS, SURFACE_PATHS
+from tests.test_redaction import REDACTION_CORPUS
 from tests.test_properties import LOOP_EXAMPLES, SPLIT_EXAMPLES
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -52,5 +53,6 @@ def test_safety_figures_are_what_the_tests_run() -> None:
     assert figure("crashes during a write") == KILLS + 1 + len(INTERRUPT_DELAYS)
     assert figure("property-test examples") == LOOP_EXAMPLES + SPLIT_EXAMPLES
     assert figure("credential paths") == len(SECRET_PATHS)
+    assert figure("audit redaction forms") == len(REDACTION_CORPUS)
     assert figure("matcher lines tried differentially") == len(FIXED_LINES) + GENERATED_EXAMPLES
     assert figure("execution surfaces") == len(SURFACE_PATHS)

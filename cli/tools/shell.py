@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from cli import sensitive
 from cli.config import LimitsConfig
 from cli.paths import ResolvedPath
 from cli.sandbox import (
@@ -43,12 +44,17 @@ ENV_ALLOWLIST = (
 _LOCALE = re.compile(r"LC_[A-Z]+")
 # A second net under the allow list: a name that looks like a credential never passes, even
 # if a later edit lets a whole family of names through.
-_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH|^AWS_|^OLLAMA_", re.I)
+# Cloud and server credentials travel in variables whose names say so only by prefix.
+_SECRET_PREFIXES = ("AWS_", "OLLAMA_")
 
 
 def child_environment(environ: Mapping[str, str], cwd: str) -> dict[str, str]:
     env = {k: v for k, v in environ.items() if k in ENV_ALLOWLIST or _LOCALE.fullmatch(k)}
-    env = {k: v for k, v in env.items() if not _SECRET_NAME.search(k)}
+    env = {
+        k: v
+        for k, v in env.items()
+        if not sensitive.names_secret(k) and not k.upper().startswith(_SECRET_PREFIXES)
+    }
     env.setdefault("PATH", os.defpath)
     env["PWD"] = cwd
     return env
