@@ -13,8 +13,8 @@ from tests.test_commands_differential import FIXED_LINES, GENERATED_EXAMPLES
 from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
 from tests.test_hostile import FAULTS
 from tests.test_path_classes import SECRET_PATHS, SURFACE_PATHS
-from tests.test_redaction import REDACTION_CORPUS
 from tests.test_properties import LOOP_EXAMPLES, SPLIT_EXAMPLES
+from tests.test_redaction import REDACTION_CORPUS
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 RESOLVERS = 2  # openat2 and the O_NOFOLLOW walk: the adversarial tests run both
