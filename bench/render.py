@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.markdown import Markdown
 
+from cli.backends.messages import Stats
 from cli.events import ContentDelta, StepFinished
-from cli.messages import Stats
 from cli.ui.render import ChatRenderer
 
 SHORT_CHUNKS = 200

@@ -17,6 +17,7 @@ from typing import Any
 
 from cli import tools
 from cli.approval import ApprovalRequest, Approver
+from cli.backends.messages import ChatBackend, ChatRequest, Message, ModelInfo, Stats, ToolCall
 from cli.config import TOOL_NAMES
 from cli.context import HEADROOM, estimate_tokens, fit_messages, shrink_result
 from cli.errors import StreamError
@@ -31,7 +32,6 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.messages import ChatBackend, ChatRequest, Message, ModelInfo, Stats, ToolCall
 from cli.policy import Decision, Policy
 from cli.prompt import Surroundings, build_system_prompt
 from cli.schema import SchemaError, validate_arguments

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cli.messages import ToolCall
+from cli.backends.messages import ToolCall
 from cli.policy import Decision
 
 

@@ -28,9 +28,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from cli.backends.messages import ToolCall
 from cli.config import state_dir
 from cli.events import Event, Notice, ToolCallProposed, ToolDecided, ToolResult
-from cli.messages import ToolCall
 from cli.sensitive import names_secret
 
 Outcome = Literal["ok", "error", "denied", "declined", "interrupted"]

@@ -192,7 +192,9 @@ def find_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
 
 def resolve_host(flag: str | None, env: Mapping[str, str], config: Config) -> str:
     """The one lookup order for the server: --host > OLLAMA_HOST > ollama.host > default."""
-    from cli.ollama import normalize_host  # here, not at the top: config stays importable alone
+    from cli.backends.ollama import (
+        normalize_host,  # here, not at the top: config stays importable alone
+    )
 
     for source, value in (
         ("--host", flag),

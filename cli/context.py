@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cli.messages import Message
+from cli.backends.messages import Message
 
 HEADROOM = 0.8
 _MESSAGE_OVERHEAD = 4  # role markers and separators of a chat template

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cli.messages import Stats, ToolCall
+from cli.backends.messages import Stats, ToolCall
 from cli.policy import Decision
 
 StopReason = Literal["answer", "max_steps", "stopped"]

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from cli.backends.messages import Message
 from cli.errors import UsageError
-from cli.messages import Message
 from cli.tools.fsops import atomic_write
 
 FORMAT_VERSION = 1

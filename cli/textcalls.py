@@ -13,8 +13,8 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from cli.messages import MAX_JSON_DEPTH, JSONTooDeep, ToolCall, loads_json
-from cli.ollama import parse_tool_call
+from cli.backends.messages import MAX_JSON_DEPTH, JSONTooDeep, ToolCall, loads_json
+from cli.backends.ollama import parse_tool_call
 
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _FUNCTION_XML = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.DOTALL)

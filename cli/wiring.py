@@ -11,6 +11,7 @@ from datetime import date
 
 from cli.agent import Agent, AgentSettings
 from cli.approval import Approver
+from cli.backends.ollama import OllamaClient
 from cli.changes import ChangeStore
 from cli.config import (
     Config,
@@ -21,7 +22,6 @@ from cli.config import (
     resolve_host,
     state_dir,
 )
-from cli.ollama import OllamaClient
 from cli.policy import Policy
 from cli.prompt import Surroundings
 from cli.sandbox import SandboxSpec

@@ -16,8 +16,8 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from cli.approval import Approval, ApprovalRequest
+from cli.backends.messages import ToolCall
 from cli.config import parse_config
-from cli.messages import ToolCall
 from cli.policy import Policy
 from cli.ui.approve import ChatApprover
 from cli.ui.keys import PromptKeys

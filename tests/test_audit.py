@@ -31,6 +31,7 @@ from cli.audit import (
     summarise_arguments,
     verify,
 )
+from cli.backends.messages import Stats, ToolCall
 from cli.config import parse_config
 from cli.events import (
     Event,
@@ -40,7 +41,6 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.messages import Stats, ToolCall
 from cli.policy import Decision
 from cli.sessions import SessionStore
 from cli.ui.approve import ChatApprover
@@ -374,7 +374,7 @@ import sys, time
 from pathlib import Path
 from cli.audit import AuditLog
 from cli.events import ToolDecided, ToolResult
-from cli.messages import ToolCall
+from cli.backends.messages import ToolCall
 from cli.policy import Decision
 
 path, session, start = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])

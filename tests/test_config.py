@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from cli.backends.ollama import normalize_host
 from cli.config import Config, find_config, load_config, parse_config, resolve_host
 from cli.errors import ConfigError
-from cli.ollama import normalize_host
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "config.example.yaml"

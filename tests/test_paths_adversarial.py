@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from cli.approval import ApprovalRequest, UnattendedApprover, refuse_without_terminal
+from cli.backends.messages import ToolCall
 from cli.config import PolicyConfig, parse_config
-from cli.messages import ToolCall
 from cli.policy import Decision, Policy
 from cli.tools import ToolContext, ToolError, check_arguments, execute, fsops
 

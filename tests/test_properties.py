@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli.approval import Approval, ApprovalRequest
+from cli.backends.messages import ChatRequest
+from cli.backends.ollama import OllamaClient
 from cli.config import TOOL_NAMES
 from cli.errors import AgentError
-from cli.messages import ChatRequest
-from cli.ollama import OllamaClient
 from tests.conftest import MakeAgent
 from tests.fake_ollama import FakeOllama, Stream, reply, tool_call
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from cli.audit import REDACTED, AuditLog, default_path, redact, summarise_arguments
+from cli.backends.messages import ToolCall
 from cli.events import ToolDecided, ToolResult
-from cli.messages import ToolCall
 from cli.policy import Decision
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call

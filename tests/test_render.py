@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 from rich.markdown import Markdown
 
+from cli.backends.messages import Stats, ToolCall
 from cli.events import (
     ContentDelta,
     Event,
@@ -24,7 +25,6 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.messages import Stats, ToolCall
 from cli.policy import Decision
 from cli.ui.cards import card_title
 from cli.ui.render import TAIL_LINES, ChatRenderer, MarkdownStream

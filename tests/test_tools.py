@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from cli.approval import ApprovalRequest, UnattendedApprover, refuse_without_terminal
+from cli.backends.messages import ToolCall
 from cli.config import LimitsConfig, PolicyConfig
-from cli.messages import ToolCall
 from cli.policy import Decision, Policy
 from cli.tools import ToolContext, check_arguments, execute
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cli.approval import Approval, ApprovalRequest
-from cli.messages import ToolCall
+from cli.backends.messages import ToolCall
 from cli.paths import ResolvedPath, display_path
 from cli.tools import fsops
 from cli.tools.base import ToolError

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from rich.console import Group
 from rich.text import Text
 
+from cli.backends.messages import Stats, ToolCall
 from cli.events import ToolResult
-from cli.messages import Stats, ToolCall
 from cli.paths import display_path
 from cli.tools.fsops import human_size
 from cli.ui.text import call_summary, result_summary, sanitize, shorten

@@ -21,6 +21,7 @@ from rich.spinner import Spinner
 from rich.syntax import Syntax
 from rich.text import Text
 
+from cli.backends.messages import ToolCall
 from cli.events import (
     ContentDelta,
     Event,
@@ -32,7 +33,6 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.messages import ToolCall
 from cli.ui.cards import card_title, stats_line, tool_card
 from cli.ui.text import sanitize
 

@@ -17,9 +17,9 @@ from rich.text import Text
 
 from cli.agent import Agent
 from cli.audit import AuditLog, audited
+from cli.backends.messages import Message, ToolCall
 from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
-from cli.messages import Message, ToolCall
 from cli.sessions import SessionStore, timestamp_name
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cli.messages import ToolCall
+from cli.backends.messages import ToolCall
 from cli.tools.fsops import human_size
 
 # Never shown as they are: C0 controls (ESC included, so no escape sequence can start),

@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from cli.backends.messages import Stats
 from cli.events import (
     ContentDelta,
     Event,
@@ -24,7 +25,6 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.messages import Stats
 from cli.ui.text import call_summary, result_summary, sanitize
 
 

@@ -15,15 +15,7 @@ from typing import Any
 import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from cli.errors import (
-    ModelNotFound,
-    ModelUnsupported,
-    OllamaError,
-    ServerTimeout,
-    ServerUnreachable,
-    StreamError,
-)
-from cli.messages import (
+from cli.backends.messages import (
     MAX_JSON_DEPTH,
     ChatChunk,
     ChatRequest,
@@ -32,6 +24,14 @@ from cli.messages import (
     Stats,
     ToolCall,
     loads_json,
+)
+from cli.errors import (
+    ModelNotFound,
+    ModelUnsupported,
+    OllamaError,
+    ServerTimeout,
+    ServerUnreachable,
+    StreamError,
 )
 
 DEFAULT_HOST = "http://localhost:11434"
