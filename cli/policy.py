@@ -68,13 +68,16 @@ class Policy:
         private_dirs: Sequence[str] = (),
         config_dirs: Sequence[str] | None = None,
         path_var: str = "",
+        xdg: Mapping[str, str] | None = None,
     ) -> None:
         """`config_path`: the config file this policy came from, if any. `config_dirs`: every
         dir a config would be loaded from, existing or not (default ~/.config/metona-agent);
         writes to either always need a person. `private_dirs`: the agent's own state (audit
         log, backups, trash, sessions), blocked like blocked_dirs so that no tool, and so no
         model, can rewrite the record of what it did or plant a backup for `agent undo`.
-        `path_var`: $PATH, whose dirs under the home dir are execution surfaces."""
+        `path_var`: $PATH, whose dirs under the home dir are execution surfaces. `xdg`: the
+        XDG_*_HOME variables, which move ~/.config and friends (and so git's, systemd's…
+        files) elsewhere."""
         self.config = config
         self.home = home
         self.cwd = os.path.realpath(cwd)
@@ -110,6 +113,7 @@ class Policy:
             config.protected_patterns,
             path_var,
             agent_paths,
+            xdg,
         )
 
     # -- settings -------------------------------------------------------------------------

@@ -39,18 +39,14 @@ from cli.paths import expand_user, is_within
 KINDS = ("bwrap", "landlock")  # in the order "auto" tries them
 INSTALL_HINT = "install bubblewrap (`sudo apt-get install bubblewrap`)"
 
-# Dependency and cache dirs that the scan for secrets and execution surfaces inside the
-# writable dirs does not enter: tool-managed, often huge (a node_modules of 200k files), and
-# not where a user keeps credentials. A secret-named file inside them stays readable to
-# commands (README "Safety" says so).
+# Cache and build-output dirs that the scan for secrets and execution surfaces inside the
+# writable dirs does not enter: tool-managed, often huge, not where a user keeps
+# credentials, and written by every build. A secret-named file inside them stays readable
+# to commands, and what in them runs later (cargo's target/, .terraform providers) stays
+# writable (README "Safety" says so). Environments and dependencies (.venv, node_modules,
+# __pycache__) are execution surfaces in cli/sensitive.py: locked whole, not entered.
 SCAN_SKIP = frozenset(
     {
-        "node_modules",
-        ".venv",
-        "venv",
-        "__pycache__",
-        ".tox",
-        ".nox",
         ".mypy_cache",
         ".pytest_cache",
         ".ruff_cache",
@@ -183,7 +179,10 @@ def _bwrap_problem(path: str) -> str | None:
     """Why bwrap at `path` cannot sandbox (None: it can). Probed once by running /bin/true
     the way every command runs: Ubuntu 24.04 ships a bwrap whose namespaces AppArmor
     refuses, and only trying shows that."""
-    argv = [*bwrap_argv(path, SandboxSpec("bwrap"), "/", {}, 1024 * 1024), "/bin/true"]
+    # No home and no writable dir: the probe must not depend on what lies in the user's
+    # files (a link planted there must not make every later run fall back to Landlock).
+    bare = SandboxSpec("bwrap", home="/nonexistent-metona-agent-probe")
+    argv = [*bwrap_argv(path, bare, "/", {}, 1024 * 1024), "/bin/true"]
     try:
         proc = subprocess.run(
             argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
@@ -285,6 +284,8 @@ def hidden_paths(spec: SandboxSpec) -> list[str]:
         if not os.path.isabs(path) or not os.path.lexists(path):
             continue
         real = os.path.realpath(path)
+        if not os.path.exists(real):
+            continue  # a dangling link: nothing to hide, and a bind over it would fail
         if not _hideable(real) or any(is_within(w, real) for w in spec.writable):
             continue
         found.append(real)
@@ -306,6 +307,9 @@ class Scan:
 
     masked: tuple[str, ...]  # secrets: an empty file or dir is bound over each
     locked: tuple[str, ...]  # execution surfaces and the agent's config: read-only
+    # The dirs between a writable root and each locked path, bound onto themselves: a mount
+    # point cannot be renamed, so `mv .github x && mkdir -p .github/workflows` fails.
+    pinned: tuple[str, ...]
     split: tuple[str, ...]  # dirs that hold a surface that does not exist yet: read-only,
     # their existing entries bound writable again, so nothing new can be created in them
 
@@ -327,16 +331,19 @@ def scan(spec: SandboxSpec) -> Scan:
             with os.scandir(directory) as entries:
                 listed = list(entries)
         except OSError:
+            # Unlistable (a mode-000 dir the command could chmod, a path too long): what
+            # we cannot check, a command does not see.
+            masked.append(directory)
             continue
         seen += len(listed)
         if seen > spec.scan_entries:
             raise ScanTooLarge(_too_large(spec))
         for entry in listed:
             path = entry.path
-            if lists.secrets.match(path):
+            if lists.secrets.match_entry(path):
                 # A link is masked where it leads: a bind over it would land there anyway.
                 masked.append(os.path.realpath(path) if entry.is_symlink() else path)
-            elif lists.surfaces.match(path) or lists.agent_config.match(path):
+            elif lists.surfaces.match_entry(path) or lists.agent_config.match(path):
                 if entry.is_symlink():
                     # Lock what it leads to, and its dir, so the link cannot be replaced.
                     locked.append(os.path.realpath(path))
@@ -351,10 +358,27 @@ def scan(spec: SandboxSpec) -> Scan:
     holders += [os.path.dirname(p) for p in inside if os.path.islink(p)]
     holders += _missing_holders(inside)
     locked = [p for p in _outermost(locked) if _writable(spec, p) and os.path.exists(p)]
-    masked = [p for p in _outermost(masked) if _hideable(p) and os.path.lexists(p)]
+    # A link to nowhere masks nothing (and a bind over it would fail every command).
+    masked = [p for p in _outermost(masked) if _hideable(p) and os.path.exists(p)]
     shut = [*locked, *masked]
     holders = [h for h in dict.fromkeys(holders) if not any(is_within(h, x) for x in shut)]
-    return Scan(tuple(masked), tuple(locked), tuple(holders))
+    pinned = _ancestors(spec, [*locked, *holders])
+    return Scan(tuple(masked), tuple(locked), pinned, tuple(holders))
+
+
+def _ancestors(spec: SandboxSpec, paths: Iterable[str]) -> tuple[str, ...]:
+    """Every dir strictly between a writable root and one of `paths`."""
+    out: dict[str, None] = {}
+    for path in paths:
+        root = max((w for w in spec.writable if is_within(path, w)), key=len, default=None)
+        if root is None:
+            continue
+        here = os.path.dirname(path)
+        while here != root and is_within(here, root) and here not in out:
+            if not os.path.islink(here):
+                out[here] = None
+            here = os.path.dirname(here)
+    return tuple(out)
 
 
 def _writable(spec: SandboxSpec, path: str) -> bool:
@@ -431,13 +455,21 @@ def _bwrap_mounts(bwrap: str, spec: SandboxSpec, path_var: str, tmp_bytes: int) 
         if os.path.isdir(root):
             add(root, 1, ["--bind", root, root])
     found = scan(spec)
-    for holder in found.split:
+    hidden = [*hidden_paths(spec), *found.masked]
+
+    def open_bind(path: str) -> bool:
+        """Not inside a masked path: a bind there would show the host's content again."""
+        return not any(is_within(path, h) for h in hidden)
+
+    for holder in filter(open_bind, found.split):
         add(holder, 2, ["--ro-bind", holder, holder])
-        for child in _entries(holder):
+        for child in filter(open_bind, _entries(holder)):
             add(child, 1, ["--bind", child, child])
-    for path in found.locked:
+    for path in filter(open_bind, found.locked):
         add(path, 3, ["--ro-bind", path, path])  # code that runs later, our config
-    for path in [*hidden_paths(spec), *found.masked]:
+    for path in filter(open_bind, found.pinned):
+        add(path, 1, ["--bind", path, path])  # a mount point cannot be renamed away
+    for path in hidden:
         if is_within(path, "/tmp") and not any(is_within(path, w) for w in spec.writable):
             continue  # gone with the host's /tmp already
         add(path, 4, _hide(path))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 # Words that name a secret: in file names (`credentials`, `password`) and, for the audit
@@ -181,6 +181,24 @@ SECRETS = (
     "*.tfstate.backup",
     "*credentials*",
     "*password*",
+    "*secret*.json",
+    "*secret*.yml",
+    "*secret*.yaml",
+    "*secret*.toml",
+    "*secrets*",
+    "token.json",
+    "*token*.json",
+    "auth.json",
+    "auth.toml",
+    ".streamlit/secrets.toml",
+    ".config/containers/auth.json",
+    ".config/github-copilot",
+    ".config/pypoetry/auth.toml",
+    ".config/helm/repositories.yaml",
+    ".config/ngrok",
+    ".fly",
+    ".subversion/auth",
+    "~/.circleci/cli.yml",
 )
 
 # -- execution surfaces -------------------------------------------------------------------------
@@ -193,10 +211,15 @@ EXECUTION_SURFACES = (
     # hooks, filters, commondir/gitdir redirections, config.worktree); `.git` as a file is
     # a gitdir pointer. Nothing under .git is written without a person.
     ".git",
+    # A bare repository is found by its HEAD (with objects/ and refs/): a model that writes
+    # src/HEAD and src/config makes `git status` in src/ run that config.
+    "HEAD",
+    "packed-refs",
+    "commondir",
     ".config/metona-agent",  # this agent's config in any home (the loaded one is exact)
     ".gitmodules",  # submodule.*.update = !command
     ".gitattributes",  # selects filter and diff drivers
-    ".gitconfig",
+    ".gitconfig*",  # .gitconfig and what it includes (.gitconfig.local)
     ".config/git",
     ".gitattributes",
     # Shells: start-up, alias and environment files.
@@ -237,6 +260,19 @@ EXECUTION_SURFACES = (
     ".config/direnv",
     ".envrc",
     ".tmux.conf",
+    ".config/powershell",
+    ".config/alacritty",
+    ".config/kitty",
+    ".config/wezterm",
+    ".wezterm.lua",
+    ".config/ghostty",
+    ".Rprofile",
+    ".psqlrc",
+    ".sqliterc",
+    ".ghci",
+    ".julia/config",
+    ".mailcap",
+    ".docker/cli-plugins",
     ".config/tmux",
     ".screenrc",
     # Programs found on $PATH (the dirs of the agent's own $PATH are added at start).
@@ -253,6 +289,15 @@ EXECUTION_SURFACES = (
     ".rbenv",
     ".asdf",
     ".local/share/mise",
+    # Environments and dependencies: what their bin/ holds runs by name once activated,
+    # Python runs .pth files, *customize modules and cached bytecode, npm runs .bin.
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    "node_modules",
+    "__pycache__",
+    "*.pyc",
     # Python runs .pth files and *customize modules from site-packages at every start.
     "~/.local/lib",
     "*.pth",
@@ -282,6 +327,12 @@ EXECUTION_SURFACES = (
     ".vimrc",
     ".vim",
     ".config/nvim",
+    ".local/share/nvim",
+    ".vscode/extensions",
+    ".cursor/extensions",
+    "*.code-workspace",
+    ".zed/tasks.json",
+    ".zed/settings.json",
     ".emacs",
     ".emacs.d",
     ".config/emacs",
@@ -455,17 +506,50 @@ class PathClass:
     globs: tuple[str, ...]
     regexes: tuple[str, ...]
     homes: tuple[str, ...]  # `~/` in an entry: each of these (the home as given, resolved)
-    _matcher: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    # Three matchers, so that a walk pays per entry, not per character of a deep path:
+    # anchored entries are tried once at the start, plain relative ones at component starts,
+    # and only regexes and `**` globs search the whole string.
+    _anchored: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _relative: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _free: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _span: int = field(init=False, repr=False, compare=False)  # most components a relative glob has
 
     def __post_init__(self) -> None:
-        parts = [entry_regex(g, h) for g in self.globs for h in self.homes]
-        parts = [*dict.fromkeys(parts), *(f"(?:{r})" for r in self.regexes)]
-        matcher = re.compile("|".join(parts) or "(?!)", re.IGNORECASE)
-        object.__setattr__(self, "_matcher", matcher)  # frozen: set once, here
+        anchored_parts, relative_parts, free_parts = [], [], [f"(?:{r})" for r in self.regexes]
+        span = 1
+        for glob in self.globs:
+            if anchored(glob, self.homes[0]) is not None:
+                anchored_parts += [entry_regex(glob, h) for h in self.homes]
+            elif "**" in glob:
+                free_parts.append(entry_regex(glob, ""))
+            else:
+                body = glob.strip("/")
+                relative_parts.append(_glob_regex(body))
+                span = max(span, body.count("/") + 1)
+
+        def compiled(parts: list[str], suffix: str = "") -> re.Pattern[str]:
+            alternatives = "|".join(dict.fromkeys(parts))
+            return re.compile(f"(?:{alternatives}){suffix}" if parts else "(?!)", re.IGNORECASE)
+
+        object.__setattr__(self, "_anchored", compiled(anchored_parts))  # frozen: set once
+        object.__setattr__(self, "_relative", compiled(relative_parts, "(?:/|$)"))
+        object.__setattr__(self, "_free", compiled(free_parts))
+        object.__setattr__(self, "_span", span)
 
     def match(self, path: str) -> bool:
         """True if `path` (absolute, or as the model wrote it) is in this class."""
-        return self._matcher.search(path) is not None
+        if self._anchored.match(path) or self._free.search(path):
+            return True
+        return any(self._relative.match(path, start) for start in _starts(path))
+
+    def match_entry(self, path: str) -> bool:
+        """`match` for a walk that has checked every ancestor of `path` already and found it
+        not in the class: a match must then end at the last component, so only the last few
+        component starts need trying, however deep the path."""
+        if self._anchored.match(path) or self._free.search(path):
+            return True
+        starts = _starts(path)[-self._span :]
+        return any(self._relative.match(path, start) for start in starts)
 
     def anchored_paths(self) -> list[str]:
         """The concrete paths this class names outside any tree walk: anchored entries, and
@@ -482,15 +566,51 @@ class PathClass:
         return list(dict.fromkeys(out))
 
 
+def _starts(path: str) -> list[int]:
+    """Where each component of `path` begins."""
+    starts = [] if path.startswith("/") else [0]
+    position = path.find("/")
+    while position >= 0:
+        starts.append(position + 1)
+        position = path.find("/", position + 1)
+    return starts
+
+
 def path_dirs(path_var: str, home: str) -> list[str]:
     """The absolute dirs of a $PATH value that lie under `home`: programs there run by name,
     so they are execution surfaces. System dirs (/usr/bin …) are outside every allowed dir
     a sane policy has, and already read-only to commands."""
     dirs = []
     for part in path_var.split(os.pathsep):
-        if os.path.isabs(part) and (part == home or part.startswith(home.rstrip("/") + "/")):
-            dirs.append(os.path.normpath(part))
+        if not os.path.isabs(part):
+            continue
+        for form in (os.path.normpath(part), os.path.realpath(part)):  # ~/tl/bin -> tools/bin
+            if form == home or form.startswith(home.rstrip("/") + "/"):
+                dirs.append(form)
     return list(dict.fromkeys(dirs))
+
+
+# Where the XDG base-directory variables move what the lists name under ~/.config,
+# ~/.local/share and ~/.local/state: git, systemd, autostart, fish, gh… follow them.
+XDG_DIRS = (
+    ("XDG_CONFIG_HOME", ".config/"),
+    ("XDG_DATA_HOME", ".local/share/"),
+    ("XDG_STATE_HOME", ".local/state/"),
+)
+
+
+def xdg_entries(globs: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """The entries under ~/.config (…) again under $XDG_CONFIG_HOME (…) when it is set."""
+    out = []
+    for var, prefix in XDG_DIRS:
+        base = env.get(var, "")
+        if not base or not os.path.isabs(base):
+            continue
+        for glob in globs:
+            rest = glob[2:] if glob.startswith("~/") else glob
+            if rest.startswith(prefix):
+                out.append(os.path.join(base, rest[len(prefix) :]))
+    return out
 
 
 @dataclass(frozen=True)
@@ -512,14 +632,19 @@ def build(
     surface_regexes: Sequence[str] = (),
     path_var: str = "",
     agent_paths: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Classes:
-    """`agent_paths`: the agent's config dirs and file, absolute (matched literally)."""
+    """`agent_paths`: the agent's config dirs and file, absolute (matched literally). `env`:
+    the XDG variables that move ~/.config and friends."""
     homes = tuple(dict.fromkeys((os.path.normpath(home), os.path.realpath(home))))
     dirs = [d for h in homes for d in path_dirs(path_var, h)]
     surfaces = (*EXECUTION_SURFACES, *dict.fromkeys(dirs), *extra_surfaces)
+    secrets = (*SECRETS, *extra_secrets)
+    surfaces = (*surfaces, *xdg_entries(surfaces, env or {}))
+    secrets = (*secrets, *xdg_entries(secrets, env or {}))
     literal = tuple("^" + re.escape(p.rstrip("/")) + "(?:/|$)" for p in agent_paths)
     return Classes(
-        PathClass("secret", (*SECRETS, *extra_secrets), tuple(secret_regexes), homes),
+        PathClass("secret", secrets, tuple(secret_regexes), homes),
         PathClass("execution surface", surfaces, tuple(surface_regexes), homes),
         PathClass("agent config", (), tuple(dict.fromkeys(literal)), homes),
         tuple(dict.fromkeys(os.path.normpath(p) for p in agent_paths)),

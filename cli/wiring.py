@@ -67,6 +67,7 @@ def build_agent(
         private_dirs=private,
         config_dirs=config_locations(environ),
         path_var=environ.get("PATH", ""),
+        xdg=environ,
     )
     settings = AgentSettings(
         model=choices.model or config.ollama.model,

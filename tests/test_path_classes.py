@@ -72,6 +72,14 @@ SECRET_PATHS = (
     "project/service-credentials.json",
     "project/vault.kdbx",
     "project/.yarnrc.yml",
+    "project/config/secrets.yml",
+    "project/client_secret_123.json",
+    "project/.streamlit/secrets.toml",
+    "project/token.json",
+    ".config/containers/auth.json",
+    ".config/github-copilot/hosts.json",
+    ".config/pypoetry/auth.toml",
+    ".subversion/auth/svn.simple/abc",
 )
 
 # Files and dirs whose content makes code run later, relative to $HOME: a write to any of
@@ -126,6 +134,20 @@ SURFACE_PATHS = (
     "project/.claude/settings.json",
     "project/.idea/workspace.xml",
     "project/.dir-locals.el",
+    "project/src/HEAD",  # with src/config, objects/ and refs/: a bare repo git runs
+    "project/packed-refs",
+    ".gitconfig.local",
+    ".config/powershell/Microsoft.PowerShell_profile.ps1",
+    ".local/share/nvim/site/plugin/x.lua",
+    ".vscode/extensions/evil/extension.js",
+    ".config/kitty/kitty.conf",
+    ".psqlrc",
+    ".Rprofile",
+    ".docker/cli-plugins/docker-evil",
+    "project/app.code-workspace",
+    "project/.venv/lib/python3.11/site-packages/evil.pth",
+    "project/node_modules/.bin/jest",
+    "project/src/__pycache__/app.cpython-311.pyc",
 )
 
 
@@ -526,3 +548,59 @@ def test_every_surface_is_read_only_to_commands(sandbox_home: Path) -> None:
     make = [f"mkdir -p \"$(dirname '{c}')\"; echo x > '{c}'" for c in created]
     run_in(sandbox_home, "; ".join(make))
     assert [c for c in created if (sandbox_home / c).exists()] == []
+
+
+# -- what the first attack on this work found ------------------------------------------------
+
+
+def test_a_path_dir_spelled_through_a_symlink_is_a_surface(home: Path) -> None:
+    (home / "tools" / "bin").mkdir(parents=True)
+    (home / "tl").symlink_to(home / "tools")
+    policy = home_policy(home, path_var=f"/usr/bin:{home}/tl/bin")
+    for path in ("tl/bin/git", "tools/bin/git"):
+        assert policy.decide("write_file", {"path": path, "content": ""}).needs_human, path
+
+
+def test_xdg_dirs_move_the_surfaces_and_secrets_with_them(home: Path) -> None:
+    xdg = {"XDG_CONFIG_HOME": str(home / "xdg"), "XDG_DATA_HOME": str(home / "data")}
+    policy = home_policy(home, xdg=xdg)
+    for path in ("xdg/git/config", "xdg/systemd/user/x.service", "xdg/autostart/x.desktop",
+                 "xdg/fish/config.fish", "data/applications/x.desktop"):  # fmt: skip
+        assert policy.decide("write_file", {"path": path, "content": ""}).needs_human, path
+    assert policy.decide("read_file", {"path": "xdg/gh/hosts.yml"}).action == "deny"
+
+
+def test_a_surface_cannot_be_replaced_by_renaming_its_parent(sandbox_home: Path) -> None:
+    project = sandbox_home / "project"
+    (project / ".github" / "workflows").mkdir(parents=True)
+    (project / ".github" / "workflows" / "ci.yml").write_text("safe\n")
+    (project / ".vscode").mkdir()
+    (project / ".vscode" / "settings.json").write_text("{}\n")
+    dotfiles = sandbox_home / "notes" / "dotfiles" / "bash"
+    dotfiles.mkdir(parents=True)
+    (dotfiles / ".zshrc").write_text("# rc\n")
+    (sandbox_home / ".zshrc").symlink_to(dotfiles / ".zshrc")
+    policy = Policy(PolicyConfig(), str(project), str(sandbox_home))
+    attack = (
+        "mv .github .github-old; mkdir -p .github/workflows; echo evil > .github/workflows/ci.yml;"
+        "mv .vscode .vscode-old; mkdir .vscode; echo evil > .vscode/settings.json"
+    )
+    run_in(sandbox_home, attack, policy, cwd=project)
+    assert (project / ".github/workflows/ci.yml").read_text() == "safe\n"
+    assert (project / ".vscode/settings.json").read_text() == "{}\n"
+    run_in(
+        sandbox_home,
+        "mv notes/dotfiles/bash notes/dotfiles/bash.old; mkdir -p notes/dotfiles/bash;"
+        "echo evil > notes/dotfiles/bash/.zshrc; mv notes/dotfiles notes/x",
+    )
+    assert (sandbox_home / ".zshrc").read_text() == "# rc\n"
+
+
+def test_a_dangling_link_named_like_a_secret_breaks_no_sandbox(sandbox_home: Path) -> None:
+    """A command that plants ~/.cache/huggingface/token -> nowhere must not make every
+    later bubblewrap setup fail (and `auto` fall back to Landlock)."""
+    (sandbox_home / ".cache" / "huggingface").mkdir(parents=True)
+    (sandbox_home / ".cache" / "huggingface" / "token").symlink_to("/nonexistent-zz/x")
+    (sandbox_home / "notes" / ".env").symlink_to("/nonexistent-zz/y")
+    result = run_in(sandbox_home, "echo still-sandboxed")
+    assert result["stdout"] == "still-sandboxed\n" and result["sandbox"] == "bwrap"

@@ -198,8 +198,10 @@ def test_a_tool_name_and_a_notice_in_the_trace_are_escaped(
         "\u2028",
         "\u2029",
         *map(chr, range(0x202A, 0x202F)),
-        *map(chr, range(0x2066, 0x206A)),
+        *map(chr, range(0x2060, 0x2070)),  # word joiner, invisible operators, bidi isolates
         "\ufeff",
+        *"\xad\u034f\u115f\u1160\u180e\u3164\uffa0",  # invisible fillers and hyphens
+        "\U000e0041",  # a tag character: invisible text
     ],
     ids=lambda c: f"U+{ord(c):04X}",
 )
@@ -207,7 +209,7 @@ def test_sanitize_escapes_every_control_and_bidi_character(char: str) -> None:
     """The one sanitiser: each such character as a visible escape, tab and newline kept in
     multi-line text; in JSON mode the same characters as JSON escapes of the same value."""
     escaped = {"\r": "\\r"}.get(char, f"\\x{ord(char):02x}" if ord(char) < 256 else "")
-    escaped = escaped or f"\\u{ord(char):04x}"
+    escaped = escaped or (f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}")
     assert sanitize(f"a{char}b\tc\nd", multiline=True) == f"a{escaped}b\tc\nd"
     assert json.loads(sanitize(json.dumps(char, ensure_ascii=False), json=True)) == char
     assert char not in sanitize(json.dumps(char, ensure_ascii=False), json=True)

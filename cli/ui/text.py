@@ -21,7 +21,8 @@ from cli.tools.fsops import human_size
 # separators, and bidi marks, embeddings, overrides and isolates (text that reads
 # differently from what it is). Tab and newline are kept in multi-line text.
 _UNSAFE = (
-    "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff"
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u180e\u200b-\u200f"
+    "\u2028\u2029\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\U000e0000-\U000e007f"
 )
 _CONTROL = re.compile(f"[{_UNSAFE}]")
 _CONTROL_ANY = re.compile(f"[\t\n{_UNSAFE}]")
@@ -33,15 +34,27 @@ def sanitize(text: str, *, multiline: bool = False, json: bool = False) -> str:
     (`\\u009b`), so the text still parses to the same value (`json.dumps` escapes C0 itself,
     but leaves DEL, C1 and the rest raw)."""
     if json:
-        return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return _CONTROL.sub(lambda m: _json_escape(m.group()), text)
     pattern = _CONTROL if multiline else _CONTROL_ANY
     return pattern.sub(lambda m: _escape(m.group()), text)
 
 
 def _escape(char: str) -> str:
+    code = ord(char)
+    if code > 0xFFFF:
+        return f"\\U{code:08x}"
     return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(
-        char, f"\\x{ord(char):02x}" if ord(char) < 256 else f"\\u{ord(char):04x}"
+        char, f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
     )
+
+
+def _json_escape(char: str) -> str:
+    """JSON's escape: a character past U+FFFF as its UTF-16 surrogate pair."""
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def plural(count: Any, word: str) -> str:
