@@ -83,7 +83,18 @@ HostOpt = Annotated[
     typer.Option(
         "--host",
         help="Ollama server: http(s)://host[:port], host, host:port or :port "
-        "(default: $OLLAMA_HOST, then ollama.host, then http://localhost:11434).",
+        "(default: $OLLAMA_HOST, then ollama.host, then http://localhost:11434). With --api "
+        "openai: the server's base URL, e.g. http://localhost:1234/v1.",
+    ),
+]
+ApiOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api",
+        metavar="native|openai",
+        help="The server's protocol: native (Ollama's own API) or openai (an OpenAI-compatible "
+        "server: LM Studio, llama.cpp's llama-server, vLLM…; --host is then its base URL, e.g. "
+        "http://localhost:1234/v1). Default: ollama.api.",
     ),
 ]
 ConfigOpt = Annotated[
@@ -102,6 +113,28 @@ ThinkOpt = Annotated[
         help="Let a thinking model think, and show its thinking dimmed (default: ollama.think).",
     ),
 ]
+ThinkLevelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--think-level",
+        metavar="LEVEL",
+        help="Think at this level: low, medium, high or max (gpt-oss takes low, medium, high); "
+        "implies --think.",
+    ),
+]
+
+
+def think_choice(think: bool | None, level: str | None) -> bool | str | None:
+    """--think/--no-think and --think-level as one choice: a level, a boolean, or None."""
+    from cli.config import THINK_LEVELS
+
+    if level is None:
+        return think
+    if level not in THINK_LEVELS:
+        raise UsageError(f"--think-level {level}: expected one of {', '.join(THINK_LEVELS)}")
+    if think is False:
+        raise UsageError(f"--no-think and --think-level {level} contradict: give one")
+    return level
 
 
 def _version(value: bool) -> None:
@@ -192,9 +225,14 @@ def run(
         ),
     ] = None,
     think: ThinkOpt = None,
+    think_level: ThinkLevelOpt = None,
+    api: ApiOpt = None,
 ) -> None:
     with command(ctx) as terminal:
-        code = _run(terminal, prompt, yes, as_json, model, host, config, think, max_steps)
+        thinking = think_choice(think, think_level)
+        code = _run(
+            terminal, prompt, yes, as_json, model, host, config, thinking, max_steps, api=api
+        )
     raise typer.Exit(code)
 
 
@@ -206,19 +244,21 @@ def _run(
     model: str | None,
     host: str | None,
     config_path: str | None,
-    think: bool | None,
+    think: bool | str | None,
     max_steps: int | None,
+    api: str | None = None,
 ) -> int:
     from rich.console import Console
 
     from cli.approval import Approver, UnattendedApprover, refuse_without_terminal
     from cli.audit import audited, session_log
+    from cli.events import Notice
     from cli.policy import Policy
     from cli.ui.confirm import LineApprover
     from cli.ui.trace import RunRecord, RunTrace
     from cli.wiring import Choices, build_agent, load
 
-    choices = Choices(model, host, config_path, think, max_steps)
+    choices = Choices(model, host, config_path, think, max_steps, api=api)
     config = load(choices, terminal.environ)
     text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
     console = Console(file=terminal.stderr, highlight=False, soft_wrap=True)
@@ -239,12 +279,14 @@ def _run(
         approver=approver,
     )
     record = RunRecord(model=agent.settings.model)
-    trace = RunTrace(console, record, show_thinking=agent.settings.think)
+    trace = RunTrace(console, record, show_thinking=bool(agent.settings.think))
     audit_log = session_log(terminal.environ, agent.policy.cwd)
     conversation: list[dict[str, Any]] = []
     try:
         # closing(): on Ctrl-C the audit wrapper records the call that was cut short.
         with contextlib.closing(audited(agent.run(conversation, text), audit_log)) as events:
+            if agent.model_info().note:  # what the backend had to assume, said once
+                trace.handle(Notice(agent.model_info().note))
             trace.consume(events)
     except (AgentError, KeyboardInterrupt) as exc:
         saved = _save_unfinished(terminal, agent.settings.model, conversation)
@@ -309,6 +351,8 @@ def chat(
     host: HostOpt = None,
     config: ConfigOpt = None,
     think: ThinkOpt = None,
+    think_level: ThinkLevelOpt = None,
+    api: ApiOpt = None,
     resume: Annotated[
         bool,
         typer.Option(
@@ -325,7 +369,8 @@ def chat(
             raise UsageError(
                 f"a session name ({name}) only goes with --resume: agent chat --resume {name}"
             )
-        code = _chat(terminal, model, host, config, think, resume, name)
+        thinking = think_choice(think, think_level)
+        code = _chat(terminal, model, host, config, thinking, resume, name, api=api)
     raise typer.Exit(code)
 
 
@@ -334,9 +379,10 @@ def _chat(
     model: str | None,
     host: str | None,
     config_path: str | None,
-    think: bool | None,
+    think: bool | str | None,
     resume: bool,
     name: str | None,
+    api: str | None = None,
 ) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -347,11 +393,11 @@ def _chat(
     from cli.ui.approve import ChatApprover
     from cli.ui.keys import PromptKeys
     from cli.ui.render import ChatRenderer
-    from cli.ui.repl import ChatSession
+    from cli.ui.repl import ChatSession, think_state
     from cli.ui.text import sanitize
     from cli.wiring import Choices, build_agent, load
 
-    choices = Choices(model, host, config_path, think)
+    choices = Choices(model, host, config_path, think, api=api)
     config = load(choices, terminal.environ)
     console = Console(file=terminal.stdout, highlight=False)
     approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd)
@@ -369,11 +415,13 @@ def _chat(
         f"[bold]metona-agent[/] · {escape(sanitize(settings.model))} · "
         f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
         f"tools {'on' if agent.tools_on() else 'off'} · "
-        f"think {'on' if settings.think and info.supports_thinking else 'off'}"
+        f"think {think_state(settings.think) if info.supports_thinking else 'off'}"
         " [dim]· /help[/]",
         highlight=False,
     )
-    renderer = ChatRenderer(console, cwd=agent.policy.cwd, show_thinking=settings.think)
+    if info.note:  # what the backend had to assume about the model, said once
+        console.print(f"[yellow]note:[/] {escape(sanitize(info.note))}", highlight=False)
+    renderer = ChatRenderer(console, cwd=agent.policy.cwd, show_thinking=bool(settings.think))
     store = SessionStore(data_dir(terminal.environ) / "sessions")
     session = ChatSession(
         agent,
@@ -387,6 +435,47 @@ def _chat(
     if resume:
         session.load(name)
     return session.run()
+
+
+# -- agent models ----------------------------------------------------------------------------
+
+
+@app.command(
+    "models",
+    help="The server's models: name, size on disk, parameters, quantisation, trained context "
+    "length, capabilities (tools, thinking, vision; a model without tool support is marked) "
+    "and whether it is loaded now. Exit codes: 0 listed, 1 server failure, 2 usage or config "
+    "error.",
+)
+def models(
+    ctx: typer.Context,
+    host: HostOpt = None,
+    config: ConfigOpt = None,
+    api: ApiOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON list of objects: name, size, parameter_size, quantization, "
+            "context_length, capabilities, loaded (null where the server does not say).",
+        ),
+    ] = False,
+) -> None:
+    with command(ctx) as terminal:
+        from cli.catalog import gather
+        from cli.wiring import Choices, build_backend, load
+
+        choices = Choices(host=host, config_path=config, api=api)
+        backend = build_backend(choices, load(choices, terminal.environ), terminal.environ)
+        rows = gather(backend)
+        if as_json:
+            print_json(terminal.stdout, [row.to_json() for row in rows])
+        elif not rows:
+            terminal.stderr.write(f"no models on {backend.host} (Ollama: `ollama pull qwen3:8b`)\n")
+        else:
+            from cli.ui.models_view import model_table
+
+            terminal.stdout.write("\n".join(model_table(rows)) + "\n")
 
 
 # -- agent history / agent undo --------------------------------------------------------------

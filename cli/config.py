@@ -36,6 +36,10 @@ WRITE_TOOLS = frozenset({"write_file", "create_directory", "delete_file"})
 SETTINGS = ("allow", "ask", "deny")
 SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
+# `think` as Ollama takes it besides true/false (api.ThinkValue); gpt-oss takes only these.
+THINK_LEVELS = ("low", "medium", "high", "max")
+# The server's protocol: Ollama's own API, or an OpenAI-compatible one (cli/backends/).
+API_KINDS = ("native", "openai")
 
 # Secrets, execution surfaces and the agent's own config are one list each, in
 # cli/sensitive.py, read by the policy, the sandbox and the audit redactor alike; the YAML
@@ -75,10 +79,17 @@ def _setting(default: Any, **meta: Any) -> Any:
 class OllamaConfig:
     host: str = "http://localhost:11434"
     model: str = "qwen3:8b"
-    think: bool = False
+    think: bool | str = _setting(False, allow_bool=True, choices=THINK_LEVELS)
     timeout: float = _setting(300.0, minimum=1)
     keep_alive: str | int = _setting("5m", allow_int=True)
-    options: dict[str, Any] = _setting({"num_ctx": 24576, "temperature": 0.7}, merge=True)
+    # No num_ctx here: it is sized per request (cli/sizing.py), and only a num_ctx the user
+    # sets is a floor under that size.
+    options: dict[str, Any] = _setting({"temperature": 0.7}, merge=True)
+    max_num_ctx: int = _setting(32768, minimum=1024)
+    # openai: `host` is an OpenAI-compatible base URL (LM Studio, llama-server, vLLM: …/v1).
+    api: str = _setting("native", choices=API_KINDS)
+    api_key_env: str = "OPENAI_API_KEY"  # with openai: the variable that holds the key
+    stream: bool = True  # with openai: false asks every answer in one piece
 
 
 @dataclass(frozen=True)
@@ -190,22 +201,35 @@ def find_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
     return default if default.is_file() else None
 
 
-def resolve_host(flag: str | None, env: Mapping[str, str], config: Config) -> str:
-    """The one lookup order for the server: --host > OLLAMA_HOST > ollama.host > default."""
+def resolve_host(
+    flag: str | None, env: Mapping[str, str], config: Config, api: str | None = None
+) -> str:
+    """The one lookup order for the server: --host > OLLAMA_HOST > ollama.host > default.
+    With `api` openai (default: ollama.api) the URL is the server's base URL and OLLAMA_HOST,
+    which names an Ollama server, is not read; with native, a URL ending in /v1 is refused:
+    it is an OpenAI-compatible base URL, and /api/chat is not under it."""
     from cli.backends.ollama import (
         normalize_host,  # here, not at the top: config stays importable alone
     )
 
-    for source, value in (
+    api = api or config.ollama.api
+    sources = [
         ("--host", flag),
-        ("OLLAMA_HOST", env.get("OLLAMA_HOST")),
+        ("OLLAMA_HOST", env.get("OLLAMA_HOST") if api == "native" else None),
         ("ollama.host", config.ollama.host),
-    ):
+    ]
+    for source, value in sources:
         if value and value.strip():
             try:
-                return normalize_host(value)
+                url = normalize_host(value)
             except ValueError as exc:
                 raise ConfigError(f"{source}: {exc}") from None
+            if api == "native" and url.endswith("/v1"):
+                raise ConfigError(
+                    f"{source}: {url} is an OpenAI-compatible URL (it ends in /v1) and "
+                    "ollama.api is native: add --api openai (or set ollama.api: openai)"
+                )
+            return url
     return normalize_host("http://localhost:11434")
 
 
@@ -339,6 +363,11 @@ class _Builder:
             value = float(value)
         elif meta.get("allow_int") and isinstance(value, int) and not isinstance(value, bool):
             pass  # keep_alive: a number is seconds, a string a duration ("5m"), as Ollama reads it
+        elif meta.get("allow_bool") and isinstance(value, bool):
+            return value  # think: true or false, else one of its levels
+        elif meta.get("allow_bool") and not isinstance(value, str):
+            levels = ", ".join(meta.get("choices", ()))
+            raise self.fail(path, f"expected true or false, or one of {levels}; got {_kind(value)}")
         elif (hint is str or meta.get("allow_int")) and not isinstance(value, str):
             raise self.fail(path, f"expected a string, got {_kind(value)}")
         minimum = meta.get("minimum")

@@ -54,3 +54,9 @@ class ServerTimeout(OllamaError):
 
 class StreamError(OllamaError):
     """The stream broke: an error line, an undecodable line, a dropped connection."""
+
+
+class ContextTooLong(OllamaError):
+    """The server refused the prompt as longer than the model's context, instead of cutting
+    it (Ollama with `truncate: false`, or an OpenAI-compatible server's context error). Any
+    backend raises this one; the loop trims history and retries once."""

@@ -70,6 +70,14 @@ class StepFinished:
 
 
 @dataclass(frozen=True)
+class ContextUse:
+    """How full the model's context was after the last model call of a turn."""
+
+    used: int  # tokens: the prompt as the server counted it, plus the answer
+    size: int  # the num_ctx that call was given
+
+
+@dataclass(frozen=True)
 class Finished:
     """The turn is over. `answer` is the last assistant text."""
 
@@ -79,6 +87,7 @@ class Finished:
     stats: Stats
     wall_time: float
     pending_calls: int = 0  # calls the model asked for after the step limit: not run
+    context: ContextUse | None = None
 
 
 Event = (

@@ -11,9 +11,12 @@ from datetime import date
 
 from cli.agent import Agent, AgentSettings
 from cli.approval import Approver
+from cli.backends.messages import ChatBackend
 from cli.backends.ollama import OllamaClient
+from cli.backends.openai import OpenAIClient
 from cli.changes import ChangeStore
 from cli.config import (
+    API_KINDS,
     Config,
     config_locations,
     data_dir,
@@ -22,6 +25,7 @@ from cli.config import (
     resolve_host,
     state_dir,
 )
+from cli.errors import UsageError
 from cli.policy import Policy
 from cli.prompt import Surroundings
 from cli.sandbox import SandboxSpec
@@ -35,8 +39,9 @@ class Choices:
     model: str | None = None
     host: str | None = None
     config_path: str | None = None
-    think: bool | None = None
+    think: bool | str | None = None  # a str is a level: low | medium | high | max
     max_steps: int | None = None
+    api: str | None = None  # native | openai
 
 
 def load(choices: Choices, environ: Mapping[str, str]) -> Config:
@@ -54,10 +59,7 @@ def build_agent(
 ) -> Agent:
     """The agent for these choices. `approver` gets the policy, since some approvers (the
     REPL's) show what it decided."""
-    host = resolve_host(choices.host, environ, config)
-    client = OllamaClient(
-        host, timeout=config.ollama.timeout, api_key=environ.get("OLLAMA_API_KEY") or None
-    )
+    client = build_backend(choices, config, environ)
     private = [str(state_dir(environ)), str(data_dir(environ))]
     policy = Policy(
         config.policy,
@@ -77,6 +79,7 @@ def build_agent(
         keep_alive=config.ollama.keep_alive,
         system_prompt=config.agent.system_prompt,
         max_answer_chars=config.agent.max_answer_chars,
+        max_num_ctx=config.ollama.max_num_ctx,
     )
     context = ToolContext(
         cwd=policy.cwd,
@@ -102,6 +105,29 @@ def build_agent(
         date.today(),
     )
     return Agent(client, policy, approver(policy), context, settings, surroundings)
+
+
+def build_backend(choices: Choices, config: Config, environ: Mapping[str, str]) -> ChatBackend:
+    """The client for the model server these choices name (`agent models` uses it alone):
+    Ollama's native API, or an OpenAI-compatible one (--api / ollama.api)."""
+    api = choices.api or config.ollama.api
+    if api not in API_KINDS:
+        raise UsageError(f"--api: expected one of {', '.join(API_KINDS)}; got {api!r}")
+    host = resolve_host(choices.host, environ, config, api)
+    if api == "openai":
+        # The key only ever comes from the environment, never from the YAML.
+        key_env = config.ollama.api_key_env
+        return OpenAIClient(
+            host,
+            timeout=config.ollama.timeout,
+            api_key=(environ.get(key_env) or None) if key_env else None,
+            api_key_env=key_env,
+            stream=config.ollama.stream,
+            max_answer_chars=config.agent.max_answer_chars,
+        )
+    return OllamaClient(
+        host, timeout=config.ollama.timeout, api_key=environ.get("OLLAMA_API_KEY") or None
+    )
 
 
 def change_store(config: Config, environ: Mapping[str, str], session: str = "") -> ChangeStore:

@@ -29,6 +29,7 @@ from cli.ui.render import ChatRenderer
 from cli.ui.repl import COMMANDS, ChatSession
 from cli.wiring import Choices, build_agent
 from tests.fake_ollama import FakeOllama
+from tests.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,7 +45,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         ("XDG_DATA_HOME", ".local/share"),
     ):
         monkeypatch.setenv(var, str(home / sub))
-    for var in ("OLLAMA_HOST", "OLLAMA_API_KEY", "NO_COLOR", "FORCE_COLOR"):
+    for var in ("OLLAMA_HOST", "OLLAMA_API_KEY", "OPENAI_API_KEY", "NO_COLOR", "FORCE_COLOR"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("COLUMNS", "100")
     return home
@@ -67,6 +68,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 @pytest.fixture
 def ollama() -> Iterator[FakeOllama]:
     fake = FakeOllama().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def openai() -> Iterator[FakeOpenAI]:
+    """A fake OpenAI-compatible server; its base URL (…/v1) is `openai.url`."""
+    fake = FakeOpenAI().start()
     yield fake
     fake.stop()
 
@@ -196,7 +205,8 @@ MakeChat = Callable[..., Chat]
 def make_chat(ollama: FakeOllama, workspace: Path, home: Path) -> Iterator[MakeChat]:
     pipes: list[Any] = []
 
-    def make(yaml: str = "") -> Chat:
+    def make(yaml: str = "", *, choices: Choices | None = None) -> Chat:
+        """`choices`: another server than the fake Ollama (the fake OpenAI-compatible one)."""
         context = create_pipe_input()
         pipe = context.__enter__()
         pipes.append(context)
@@ -206,7 +216,7 @@ def make_chat(ollama: FakeOllama, workspace: Path, home: Path) -> Iterator[MakeC
             console, PromptKeys(input=pipe, output=DummyOutput()), cwd=str(workspace)
         )
         agent = build_agent(
-            Choices(host=ollama.url),
+            choices or Choices(host=ollama.url),
             parse_config(yaml, "t.yaml"),
             environ=dict(os.environ),
             cwd=str(workspace),

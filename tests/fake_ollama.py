@@ -1,8 +1,10 @@
 """A fake Ollama: a real threaded HTTP server on 127.0.0.1 that speaks Ollama's protocol.
 
 Each test scripts what `/api/chat` answers, call by call (`enqueue`), and reads back every
-request the client made (`requests`, `chat_bodies`). Streams are NDJSON over chunked
-transfer encoding, one line per chunk, as Ollama sends them.
+request the client made (`requests`, `chat_bodies`), each with the times it arrived and was
+answered. Streams are NDJSON over chunked transfer encoding, one line per chunk, as Ollama
+sends them. `/api/ps` lists `loaded`; `/api/show` can be slowed (`show_delay`) to see that
+requests overlap.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -47,6 +49,22 @@ class Recorded:
     path: str
     body: Any
     headers: dict[str, str]
+    started: float = 0.0  # time.monotonic() when the request arrived
+    finished: float = 0.0  # … and when its answer was written (0: not yet)
+
+
+# Ollama's answer to a prompt longer than the context when `truncate: false` (v0.30.9+,
+# llm/llama_server.go).
+CONTEXT_ERROR = (
+    "the prompt is longer than the context length currently available to the model; shorten "
+    "the prompt, adjust the context length in settings, or use a model with a longer context "
+    "length"
+)
+
+
+def context_error() -> HttpError:
+    """The server refusing the prompt as longer than num_ctx, as Ollama does (HTTP 400)."""
+    return HttpError(400, CONTEXT_ERROR)
 
 
 def tool_call(
@@ -118,6 +136,12 @@ class FakeOllama:
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     version: str = "0.33.0"
+    loaded: dict[str, int] = field(default_factory=dict)  # /api/ps: name → context_length
+    has_ps: bool = True  # False: /api/ps is a 404, as on servers before it existed
+    show_delay: float = 0.0  # seconds each /api/show takes
+    # A tokenizer: when set, the final chunk's prompt_eval_count is this function of the
+    # request body, as a real server counts the prompt it was sent.
+    prompt_tokens: Callable[[dict[str, Any]], int] | None = None
 
     def __post_init__(self) -> None:
         self._script: deque[Stream | HttpError] = deque()
@@ -134,12 +158,23 @@ class FakeOllama:
         context_length: int = 40960,
         *,
         report_capabilities: bool = True,
+        family: str = "qwen3",
+        size: int = 1,
+        parameter_size: str = "8.2B",
+        quantization: str = "Q4_K_M",
     ) -> None:
         """`report_capabilities=False` answers /api/show like servers before v0.6.4."""
         self.models[name] = {
             "capabilities": list(capabilities) if report_capabilities else None,
             "context_length": context_length,
+            "family": family,
+            "size": size,
+            "parameter_size": parameter_size,
+            "quantization": quantization,
         }
+
+    def requests_to(self, path: str) -> list[Recorded]:
+        return [r for r in self.requests if r.path == path]
 
     def enqueue(self, *responses: Stream | HttpError) -> None:
         with self._lock:
@@ -189,6 +224,7 @@ class _QuietServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOllama
     protocol_version = "HTTP/1.1"
+    _recorded: Recorded
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
@@ -200,7 +236,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw
-        self.fake.requests.append(Recorded(self.command, self.path, body, dict(self.headers)))
+        recorded = Recorded(self.command, self.path, body, dict(self.headers), time.monotonic())
+        self.fake.requests.append(recorded)
+        self._recorded = recorded
         return body
 
     def _json(self, status: int, data: Any) -> None:
@@ -210,12 +248,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+        self.wfile.flush()
+        self._recorded.finished = time.monotonic()
 
     def do_GET(self) -> None:
         self._record()
         if self.path == "/api/tags":
-            models = [{"name": n, "model": n, "size": 1, "details": {}} for n in self.fake.models]
+            models = [
+                {
+                    "name": n,
+                    "model": n,
+                    "size": info.get("size", 1),
+                    "details": {
+                        "family": info.get("family"),
+                        "parameter_size": info.get("parameter_size"),
+                        "quantization_level": info.get("quantization"),
+                    },
+                }
+                for n, info in self.fake.models.items()
+            ]
             self._json(200, {"models": models})
+        elif self.path == "/api/ps" and self.fake.has_ps:
+            running = [
+                {"name": n, "model": n, "size": 1, "size_vram": 1, "context_length": ctx}
+                for n, ctx in self.fake.loaded.items()
+            ]
+            self._json(200, {"models": running})
         elif self.path == "/api/version":
             self._json(200, {"version": self.fake.version})
         elif self.path == "/":
@@ -231,17 +289,23 @@ class _Handler(BaseHTTPRequestHandler):
                 error = self.fake.show_errors.popleft()
                 self._json(error.status, {"error": error.error})
                 return
+            if self.fake.show_delay:
+                time.sleep(self.fake.show_delay)
             info = self.fake.models.get(str(model))
             if info is None:
                 self._json(404, {"error": f"model '{model}' not found"})
                 return
-            arch = "qwen3"
+            arch = info.get("family", "qwen3")
             shown: dict[str, Any] = {
                 "model_info": {
                     "general.architecture": arch,
                     f"{arch}.context_length": info["context_length"],
                 },
-                "details": {"family": arch},
+                "details": {
+                    "family": arch,
+                    "parameter_size": info.get("parameter_size"),
+                    "quantization_level": info.get("quantization"),
+                },
             }
             if info["capabilities"] is not None:
                 shown["capabilities"] = info["capabilities"]
@@ -250,11 +314,11 @@ class _Handler(BaseHTTPRequestHandler):
             if model not in self.fake.models:
                 self._json(404, {"error": f"model '{model}' not found"})
                 return
-            self._chat(self.fake.next_response())
+            self._chat(self.fake.next_response(), body)
         else:
             self._json(404, {"error": "not found"})
 
-    def _chat(self, response: Stream | HttpError) -> None:
+    def _chat(self, response: Stream | HttpError, body: Any = None) -> None:
         if response.header_delay:
             time.sleep(response.header_delay)
         if isinstance(response, HttpError):
@@ -268,6 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
+            self._recorded.finished = time.monotonic()
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
@@ -278,6 +343,8 @@ class _Handler(BaseHTTPRequestHandler):
             index = 0
             while index < len(lines) or response.endless:
                 line = lines[min(index, len(lines) - 1)]
+                if isinstance(line, dict) and line.get("done") and self.fake.prompt_tokens:
+                    line = {**line, "prompt_eval_count": self.fake.prompt_tokens(body)}
                 data = line if isinstance(line, bytes) else json.dumps(line).encode() + b"\n"
                 self._chunk(data)
                 index += 1
@@ -294,6 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
                 time.sleep(response.stall)
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
+            self._recorded.finished = time.monotonic()
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True  # the client went away (Ctrl-C, timeout)
 

@@ -191,7 +191,9 @@ def test_options_keep_alive_and_tools_are_sent(make_agent: MakeAgent, ollama: Fa
     ollama.enqueue(reply("hi"))
     make_agent("ollama: {options: {temperature: 0.2}, keep_alive: 10m}\n").run("hi")
     body = ollama.chat_bodies[0]
-    assert body["options"] == {"num_ctx": 24576, "temperature": 0.2}
+    # num_ctx is sized per request (tests/test_context_sizing.py): a short prompt, tools and
+    # the reply budget fit in two steps of 4096.
+    assert body["options"] == {"num_ctx": 8192, "temperature": 0.2}
     assert body["keep_alive"] == "10m"
     assert body["stream"] is True
     names = [t["function"]["name"] for t in body["tools"]]
@@ -575,9 +577,10 @@ def test_system_prompt_has_the_rules_and_where_we_are(
 def test_long_history_is_trimmed_to_the_context_window(
     make_agent: MakeAgent, ollama: FakeOllama
 ) -> None:
-    harness = make_agent("ollama: {options: {num_ctx: 2048}}\n")
+    harness = make_agent("ollama: {max_num_ctx: 4096}\n")
     for i in range(6):
-        ollama.enqueue(reply(f"answer {i} " + "word " * 300))
+        # prompt_eval_count 0: no count to calibrate the estimate with (test_context_sizing)
+        ollama.enqueue(reply(f"answer {i} " + "word " * 300, prompt_eval_count=0))
         harness.run(f"question {i}")
     sent = ollama.chat_bodies[-1]["messages"]
     assert sent[0]["role"] == "system"

@@ -30,7 +30,9 @@ def config_error(text: str) -> ConfigError:
 def test_no_file_gives_defaults() -> None:
     config = load_config(None)
     assert config == Config()
-    assert config.ollama.options == {"num_ctx": 24576, "temperature": 0.7}
+    # No num_ctx: it is sized per request, and only one the user sets is a floor.
+    assert config.ollama.options == {"temperature": 0.7}
+    assert config.ollama.max_num_ctx == 32768
     assert config.policy.confirm == "write-only"
     assert config.policy.allowed_dirs == ["."]
     assert config.agent.max_steps == 10
@@ -241,11 +243,11 @@ def test_recursive_alias_is_config_error(text: str) -> None:
 
 def test_options_merge_with_defaults() -> None:
     config = parse_config("ollama:\n  options:\n    temperature: 0.2\n", "t.yaml")
-    assert config.ollama.options == {"num_ctx": 24576, "temperature": 0.2}
+    assert config.ollama.options == {"temperature": 0.2}
     more = parse_config("ollama:\n  options:\n    num_ctx: 8192\n    top_k: 5\n", "t.yaml")
     assert more.ollama.options == {"num_ctx": 8192, "temperature": 0.7, "top_k": 5}
     # the default is not shared between configs
-    assert Config().ollama.options == {"num_ctx": 24576, "temperature": 0.7}
+    assert Config().ollama.options == {"temperature": 0.7}
 
 
 @pytest.mark.parametrize(("value", "expected"), [("'10m'", "10m"), ("300", 300), ("-1", -1)])
@@ -385,3 +387,58 @@ def test_normalize_host(raw: str, expected: str) -> None:
 def test_normalize_host_rejects_bad_hosts(raw: str) -> None:
     with pytest.raises(ValueError):
         normalize_host(raw)
+
+
+# -- the server's protocol: ollama.api -----------------------------------------------------------
+
+
+def test_api_keys_default_to_the_native_protocol() -> None:
+    ollama = Config().ollama
+    assert (ollama.api, ollama.api_key_env, ollama.stream) == ("native", "OPENAI_API_KEY", True)
+    config = parse_config(
+        "ollama:\n  api: openai\n  api_key_env: LMSTUDIO_KEY\n  stream: false\n", "t.yaml"
+    )
+    assert (config.ollama.api, config.ollama.api_key_env, config.ollama.stream) == (
+        "openai",
+        "LMSTUDIO_KEY",
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("ollama:\n  api: lmstudio\n", "expected one of native, openai"),
+        ("ollama:\n  stream: 'no'\n", "true or false"),
+        ("ollama:\n  api_key_env: 3\n", "expected a string"),
+    ],
+    ids=["api", "stream", "key-env"],
+)
+def test_api_keys_are_checked(text: str, words: str) -> None:
+    assert words in config_error(text).message
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "host", "source"),
+    [
+        pytest.param("http://localhost:1234/v1", {}, "c:1", "--host", id="flag"),
+        pytest.param(None, {"OLLAMA_HOST": "localhost:1234/v1/"}, "c:1", "OLLAMA_HOST", id="env"),
+        pytest.param(None, {}, "http://lms:1234/v1", "ollama.host", id="config"),
+    ],
+)
+def test_a_v1_url_with_the_native_api_suggests_api_openai(
+    flag: str | None, env: dict[str, str], host: str, source: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_host(flag, env, _config_with_host(host))
+    assert info.value.message.startswith(f"{source}: ")
+    assert "add --api openai" in info.value.message and info.value.exit_code == 2
+
+
+def test_with_api_openai_the_host_is_the_base_url_and_ollama_host_is_not_read() -> None:
+    config = _config_with_host("http://lms.example:1234/v1")
+    env = {"OLLAMA_HOST": "ollama.example:11434"}
+    assert resolve_host(None, env, config, "openai") == "http://lms.example:1234/v1"
+    assert resolve_host("localhost:8000/v1", env, config, "openai") == "http://localhost:8000/v1"
+    openai = parse_config("ollama:\n  api: openai\n  host: 'h:1/v1'\n", "t.yaml")
+    assert resolve_host(None, env, openai) == "http://h:1/v1"  # the api from the config

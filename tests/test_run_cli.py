@@ -553,3 +553,42 @@ def test_security_5_reverse_shell_is_blocked(
         workspace,
     )
     assert result["rule"] == "command_deny"
+
+
+# -- --api ------------------------------------------------------------------------------------
+# Both protocols run the end-to-end scenarios in tests/test_e2e_protocols.py.
+
+
+def test_api_flag_is_documented_and_checked(run_cli: RunCli) -> None:
+    for command in ("run", "chat"):
+        assert "--api" in run_cli(command, "--help").stdout
+    r = run_cli("run", "--api", "lmstudio", "hi")
+    assert r.code == 2 and "--api: expected one of native, openai; got 'lmstudio'" in r.stderr
+
+
+def test_a_v1_url_with_the_native_api_is_a_usage_error(run_cli: RunCli) -> None:
+    r = run_cli("run", "--host", "http://localhost:1234/v1", "hi")
+    assert r.code == 2 and no_traceback(r.stderr)
+    assert r.stderr.strip() == (
+        "agent: --host: http://localhost:1234/v1 is an OpenAI-compatible URL (it ends in /v1) "
+        "and ollama.api is native: add --api openai (or set ollama.api: openai)"
+    )
+
+
+def test_the_openai_api_key_comes_from_the_variable_ollama_api_key_env_names(
+    run_cli: RunCli, workspace: Path
+) -> None:
+    from tests.fake_openai import Answer, FakeOpenAI
+
+    fake = FakeOpenAI(api_key="sk-local").start()
+    try:
+        fake.enqueue(Answer("ok"))
+        (workspace / "c.yaml").write_text("ollama:\n  api: openai\n  api_key_env: LMS_KEY\n")
+        args = ("run", "-c", "c.yaml", "--host", fake.url, "hi")
+        refused = run_cli(*args)
+        assert refused.code == 1 and "set $LMS_KEY" in refused.stderr
+        r = run_cli(*args, env={"LMS_KEY": "sk-local"})
+        assert r.code == 0 and r.stdout == "ok\n", r.stderr
+        assert fake.requests[-1].headers["Authorization"] == "Bearer sk-local"
+    finally:
+        fake.stop()

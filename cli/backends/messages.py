@@ -6,11 +6,12 @@ protocol into these, so the loop never sees a wire format.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 # JSON from the server or a model that nests deeper than this is refused before it is parsed:
 # Python's json recurses once per level (a RecursionError far below what a line may hold), and
@@ -128,7 +129,7 @@ class ChatRequest:
     model: str
     messages: list[Message]
     tools: list[dict[str, Any]] = field(default_factory=list)
-    think: bool | None = None  # None: leave it out of the request
+    think: bool | str | None = None  # None: leave it out; a str is a level ("low" … "max")
     options: Mapping[str, Any] = field(default_factory=dict)
     keep_alive: str | int | None = None
 
@@ -139,7 +140,15 @@ class ModelInfo:
 
     name: str
     capabilities: frozenset[str]
-    context_length: int | None = None
+    context_length: int | None = None  # the context the model was trained for
+    size: int | None = None  # bytes on disk, when the server says
+    parameter_size: str | None = None  # "8.2B", as the server writes it
+    quantization: str | None = None  # "Q4_K_M"
+    # Thinking takes a level (low | medium | high), and booleans are ignored: gpt-oss.
+    thinks_in_levels: bool = False
+    # What the backend had to assume because the server does not say (an OpenAI-compatible
+    # server's capabilities): told to the user once, at the model check.
+    note: str = ""
 
     @property
     def supports_tools(self) -> bool:
@@ -161,3 +170,20 @@ class ChatBackend(Protocol):
     def list_models(self) -> list[str]: ...
 
     def model_info(self, model: str) -> ModelInfo: ...
+
+
+@runtime_checkable
+class ReportsLoadedModels(Protocol):
+    """Optional for a backend: the models loaded now, each with the context it was given
+    (Ollama's /api/ps). Sizing prefers a loaded model's context, to avoid a reload."""
+
+    def loaded_models(self) -> Mapping[str, int | None]: ...
+
+
+def closest_models(name: str, names: Iterable[str], limit: int = 3) -> list[str]:
+    """The server's names nearest to `name`, for a "not found" message: its own tags first
+    (`llama3.1` → `llama3.1:8b`), then names that look alike."""
+    names = list(dict.fromkeys(names))
+    tagged = [n for n in names if n.split(":")[0] == name.split(":")[0]]
+    alike = difflib.get_close_matches(name, names, n=limit, cutoff=0.6)
+    return list(dict.fromkeys([*tagged, *alike]))[:limit]

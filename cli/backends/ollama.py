@@ -1,4 +1,5 @@
-"""Ollama's native REST API (/api/chat, /api/tags, /api/show, /api/version) over `requests`.
+"""Ollama's native REST API (/api/chat, /api/tags, /api/show, /api/ps, /api/version) over
+`requests`.
 
 Everything wire-specific lives here; the loop only sees `messages.ChatChunk`. See
 `../shared/design/ollama-protocol.md` for the behaviours cited in comments.
@@ -6,8 +7,11 @@ Everything wire-specific lives here; the loop only sees `messages.ChatChunk`. Se
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
+import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -23,9 +27,12 @@ from cli.backends.messages import (
     ModelInfo,
     Stats,
     ToolCall,
+    closest_models,
     loads_json,
 )
 from cli.errors import (
+    AgentError,
+    ContextTooLong,
     ModelNotFound,
     ModelUnsupported,
     OllamaError,
@@ -44,6 +51,19 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 # answer comes near this.
 MAX_STREAM_BYTES = 256 * 1024 * 1024
 BUSY_RETRIES = 3  # 503 "server busy": Ollama's queue is full; it clears in seconds
+# What servers say when a prompt is longer than the context and `truncate: false` forbids
+# cutting it: "the prompt is longer than the context length currently available to the
+# model; …" (llm/llama_server.go, v0.30.9+), "the input length exceeds the context length"
+# (the runners, v0.12.6+), and llama.cpp's own "the request exceeds the available context
+# size" (exceed_context_size_error), which the llama-server runner passes on.
+_CONTEXT_ERROR = re.compile(
+    r"longer than the context length|exceeds the context length"
+    r"|exceeds? the available context|exceed_context_size",
+    re.IGNORECASE,
+)
+# Models whose `think` takes only a level and ignores booleans (server/routes.go
+# shouldUseHarmony: the gpt-oss family).
+_LEVEL_THINKERS = frozenset({"gptoss", "gpt-oss"})
 
 
 def normalize_host(raw: str) -> str:
@@ -116,6 +136,11 @@ class OllamaClient:
         self._timeout = timeout
         self._sleep = sleep
         self._headers = {"Accept": "application/json"}
+        # /api/show answers, kept for the run (`agent models` asks for many at once, from
+        # threads), and /api/tags entries by name (sizes, which /api/show does not give).
+        self._shown: dict[str, ModelInfo] = {}
+        self._tags: dict[str, Mapping[str, Any]] = {}
+        self._lock = threading.Lock()
         if api_key:  # as ollama-python does, for servers behind an auth proxy
             self._headers["Authorization"] = f"Bearer {api_key}"
 
@@ -132,6 +157,11 @@ class OllamaClient:
             "messages": request.messages,
             "stream": True,
             "options": dict(request.options),
+            # An over-long prompt is an error (ContextTooLong), never cut silently from the
+            # front, system prompt and tools first (api/types.go ChatRequest; v0.12.6+,
+            # older servers ignore the fields).
+            "truncate": False,
+            "shift": False,
         }
         if request.tools:
             body["tools"] = request.tools
@@ -141,16 +171,46 @@ class OllamaClient:
             body["keep_alive"] = request.keep_alive
         response = self._request("POST", "/api/chat", body, stream=True, model=request.model)
         with response:
-            yield from self._read_stream(response)
+            yield from self._read_stream(response, request.model)
 
     def list_models(self) -> list[str]:
         data = self._json("GET", "/api/tags")
         models = data.get("models") if isinstance(data, dict) else None
         if not isinstance(models, list):
             raise OllamaError(f"unexpected answer from {self._base}/api/tags: no model list")
-        return sorted(str(m.get("name") or m.get("model")) for m in models if isinstance(m, dict))
+        entries: dict[str, Mapping[str, Any]] = {
+            str(m.get("name") or m.get("model")): m for m in models if isinstance(m, dict)
+        }
+        with self._lock:
+            self._tags = entries
+        return sorted(entries)
 
     def model_info(self, model: str) -> ModelInfo:
+        """/api/show, once per model for the life of the client (safe from threads)."""
+        with self._lock:
+            info = self._shown.get(model)
+        if info is None:
+            info = self._show(model)
+            with self._lock:
+                self._shown[model] = info
+        size = _int(self._tags.get(model, {}).get("size")) or None
+        return dataclasses.replace(info, size=size) if info.size is None and size else info
+
+    def loaded_models(self) -> dict[str, int | None]:
+        """/api/ps: the models loaded now, by name, and the context each runs with (None
+        from servers that do not say). Implements `messages.ReportsLoadedModels`."""
+        data = self._json("GET", "/api/ps")
+        models = data.get("models") if isinstance(data, dict) else None
+        loaded: dict[str, int | None] = {}
+        for entry in models if isinstance(models, list) else ():
+            if not isinstance(entry, dict):
+                continue
+            for key in ("name", "model"):
+                if isinstance(entry.get(key), str):
+                    loaded[entry[key]] = _int(entry.get("context_length")) or None
+        return loaded
+
+    def _show(self, model: str) -> ModelInfo:
         data = self._json("POST", "/api/show", {"model": model}, model=model)
         if not isinstance(data, dict):
             raise OllamaError(f"unexpected answer from {self._base}/api/show for {model!r}")
@@ -161,7 +221,19 @@ class OllamaClient:
             # Servers older than v0.6.4 do not report capabilities; assume tools work and let
             # a 400 "does not support tools" say otherwise.
             capabilities = frozenset({"completion", "tools"})
-        return ModelInfo(model, capabilities, _context_length(data.get("model_info")))
+        details = data.get("details")
+        if not isinstance(details, dict):
+            details = {}
+        model_info = data.get("model_info")
+        arch = model_info.get("general.architecture") if isinstance(model_info, dict) else None
+        return ModelInfo(
+            model,
+            capabilities,
+            _context_length(model_info),
+            parameter_size=_str(details.get("parameter_size")) or None,
+            quantization=_str(details.get("quantization_level")) or None,
+            thinks_in_levels=bool({_str(details.get("family")), _str(arch)} & _LEVEL_THINKERS),
+        )
 
     def version(self) -> str:
         data = self._json("GET", "/api/version")
@@ -232,10 +304,14 @@ class OllamaClient:
         status = response.status_code
         # Match on status first: older servers word the 404 differently ("try pulling it first").
         if status == 404 and model:
+            near = closest_models(model, self._names_quietly())
+            hint = f"did you mean {', '.join(near)}? " if near else ""
             return ModelNotFound(
-                f"model '{model}' not found on {self._base}: run `ollama pull {model}` "
-                "or pick one from `ollama list`"
+                f"model '{model}' not found on {self._base}: {hint}run `ollama pull {model}`, "
+                "or see `agent models` for the ones it has"
             )
+        if status in (400, 500) and _CONTEXT_ERROR.search(detail):
+            return self._too_long(model, detail)
         low = detail.lower()
         if status == 400 and "does not support tools" in low:
             return ModelUnsupported(
@@ -257,9 +333,22 @@ class OllamaClient:
             )
         return OllamaError(f"Ollama at {self._base} answered HTTP {status}: {detail}")
 
+    def _names_quietly(self) -> list[str]:
+        """The server's models for a "did you mean", or none if it cannot say."""
+        try:
+            return self.list_models()
+        except AgentError:
+            return []
+
+    def _too_long(self, model: str, detail: str) -> ContextTooLong:
+        return ContextTooLong(
+            f"Ollama at {self._base} refused the prompt as longer than the context of "
+            f"'{model}' ({detail})"
+        )
+
     # -- streaming ----------------------------------------------------------------------
 
-    def _read_stream(self, response: requests.Response) -> Iterator[ChatChunk]:
+    def _read_stream(self, response: requests.Response, model: str) -> Iterator[ChatChunk]:
         saw_done = False
         for line in self._lines(response):
             if not line.strip():
@@ -282,6 +371,8 @@ class OllamaClient:
             if "error" in data:
                 # After streaming started the status stays 200 and the error comes as a line.
                 error = one_line(str(data["error"]))
+                if _CONTEXT_ERROR.search(error):
+                    raise self._too_long(model, error[:200])
                 raise StreamError(f"Ollama reported an error mid-stream: {error}")
             chunk = parse_chunk(data)
             yield chunk

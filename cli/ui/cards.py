@@ -11,7 +11,7 @@ from rich.console import Group
 from rich.text import Text
 
 from cli.backends.messages import Stats, ToolCall
-from cli.events import ToolResult
+from cli.events import ContextUse, ToolResult
 from cli.paths import display_path
 from cli.tools.fsops import human_size
 from cli.ui.text import call_summary, result_summary, sanitize, shorten
@@ -237,12 +237,24 @@ _PREVIEWS: Mapping[str, Callable[[Mapping[str, Any], str], list[Text]]] = {
 }
 
 
-def stats_line(stats: Stats, wall_time: float, tool_calls: int) -> Text:
-    """`142 tokens · 38.2 tok/s · 4.1 s · 2 tool calls`."""
+def stats_line(
+    stats: Stats, wall_time: float, tool_calls: int, context: ContextUse | None = None
+) -> Text:
+    """`142 tokens · 38.2 tok/s · 4.1 s · 2 tool calls · ctx 12.1k/32k`."""
     parts = [f"{stats.eval_count} tokens"]
     if stats.tokens_per_second:
         parts.append(f"{stats.tokens_per_second:.1f} tok/s")
     parts.append(f"{wall_time:.1f} s")
     if tool_calls:
         parts.append(f"{tool_calls} tool call{'s' if tool_calls != 1 else ''}")
+    if context is not None and context.size:
+        parts.append(f"ctx {short_tokens(context.used)}/{short_tokens(context.size)}")
     return Text(" · ".join(parts), style="dim")
+
+
+def short_tokens(count: int) -> str:
+    """812, 12.1k, 32k: token counts in 1024s, as context sizes go."""
+    if count < 1000:
+        return str(count)
+    kilo = count / 1024
+    return f"{kilo:.0f}k" if count % 1024 == 0 or kilo >= 100 else f"{kilo:.1f}k"

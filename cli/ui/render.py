@@ -389,7 +389,7 @@ class ChatRenderer:
             )
         elif event.stop_reason == "stopped":
             self._line(Text("stopped: the rest of this turn was cancelled", style="dim"))
-        self._section(stats_line(event.stats, event.wall_time, self._tool_calls))
+        self._section(stats_line(event.stats, event.wall_time, self._tool_calls, event.context))
         self._reset_turn()
 
     def _end_turn(self, last: Text, pending_word: str) -> None:

@@ -17,7 +17,8 @@ from rich.text import Text
 
 from cli.agent import Agent
 from cli.audit import AuditLog, audited
-from cli.backends.messages import Message, ToolCall
+from cli.backends.messages import Message, ToolCall, closest_models
+from cli.config import THINK_LEVELS
 from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
 from cli.sessions import SessionStore, timestamp_name
@@ -26,6 +27,7 @@ from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
 from cli.ui.render import ChatRenderer
 from cli.ui.text import sanitize, shorten
 
+THINK_CHOICES = ("on", "off", *THINK_LEVELS)
 # `@path` at the start of the message or after a space; trailing punctuation is not part of it.
 _ATTACHMENT = re.compile(r"(?:(?<=\s)|^)@(\S+?)[,;:!?.)]*(?=\s|$)")
 
@@ -177,7 +179,7 @@ class ChatSession:
         if command == "/load":
             return self.store.names()
         if command == "/think":
-            return ("on", "off")
+            return THINK_CHOICES
         return ()
 
     def models(self) -> list[str]:
@@ -225,7 +227,7 @@ class ChatSession:
 
 
 def _help(session: ChatSession, _argument: str) -> bool:
-    lines = [f"  {c.usage:<16} {c.help}" for c in COMMANDS.values()]
+    lines = [f"  {c.usage:<20} {c.help}" for c in COMMANDS.values()]
     lines += [
         "",
         '  Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
@@ -258,9 +260,11 @@ def _model(session: ChatSession, argument: str) -> bool:
     name = argument if argument in models else f"{argument}:latest"
     if name not in models:
         session._models = None  # the user may have pulled it since: look again next time
+        near = closest_models(argument, models)
+        hint = f"did you mean {', '.join(near)}? " if near else ""
         session.renderer.error(
-            f"model {sanitize(argument)} is not on the server; /models lists them, "
-            f"`ollama pull {sanitize(argument)}` fetches it"
+            f"model {sanitize(argument)} is not on the server; {sanitize(hint)}/models lists "
+            f"them, `ollama pull {sanitize(argument)}` fetches it"
         )
         return True
     session.switch_model(name)
@@ -300,18 +304,28 @@ def _tools(session: ChatSession, _argument: str) -> bool:
     return True
 
 
+def think_state(think: bool | str) -> str:
+    """on, off, or the level."""
+    if isinstance(think, str):
+        return think
+    return "on" if think else "off"
+
+
 def _think(session: ChatSession, argument: str) -> bool:
-    if argument not in ("on", "off"):
-        state = "on" if session.agent.settings.think else "off"
-        session.say(f"thinking is {state}; /think on or /think off")
+    argument = argument.lower()
+    if argument not in THINK_CHOICES:
+        state = think_state(session.agent.settings.think)
+        levels = ", ".join(THINK_LEVELS)
+        session.say(f"thinking is {state}; /think on, /think off, or a level: {levels}")
         return True
-    on = argument == "on"
-    session.agent.settings = replace(session.agent.settings, think=on)
-    session.renderer.show_thinking = on
-    if on and not session.agent.model_info().supports_thinking:
-        session.say(f"thinking on, but {session.agent.settings.model} cannot think", "yellow")
+    think: bool | str = argument if argument in THINK_LEVELS else argument == "on"
+    session.agent.settings = replace(session.agent.settings, think=think)
+    session.renderer.show_thinking = bool(think)
+    state = think_state(think)
+    if think and not session.agent.model_info().supports_thinking:
+        session.say(f"thinking {state}, but {session.agent.settings.model} cannot think", "yellow")
     else:
-        session.say(f"thinking {argument}", "dim")
+        session.say(f"thinking {state}", "dim")
     return True
 
 
@@ -388,7 +402,9 @@ COMMANDS: dict[str, Command] = {
     "/model": Command("/model [NAME]", "show or switch the model", _model),
     "/models": Command("/models", "the server's models", _models),
     "/tools": Command("/tools", "each tool and what the policy does with it", _tools),
-    "/think": Command("/think on|off", "let the model think, and show it", _think),
+    "/think": Command(
+        "/think on|off|LEVEL", "let the model think (LEVEL: low … max), and show it", _think
+    ),
     "/save": Command("/save [NAME]", "save the conversation", _save),
     "/load": Command("/load NAME", "load a saved conversation", _load),
     "/history": Command("/history", "the turns so far", _history),

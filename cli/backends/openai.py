@@ -1,0 +1,652 @@
+"""OpenAI-compatible chat servers (LM Studio, llama.cpp's llama-server, llama-cpp-python,
+vLLM, Ollama's /v1) over `requests`: POST {base}/chat/completions, GET {base}/models.
+
+Everything wire-specific lives here; the loop only sees `messages.ChatChunk`. How this dialect
+differs from Ollama's native API (`../shared/design/ollama-protocol.md`, "OpenAI-compatible
+endpoint"): server-sent events instead of NDJSON, tool-call arguments as JSON *string
+fragments* per `index`, results answered by `tool_call_id`, and no way to set the context size
+per request (it is the server's: LM Studio's load settings, llama.cpp `-c`, vLLM
+`--max-model-len`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterator, Mapping
+from http.client import RemoteDisconnected
+from typing import Any
+
+import requests
+from urllib3.exceptions import NameResolutionError, ProtocolError, ReadTimeoutError
+
+from cli.backends.messages import (
+    MAX_JSON_DEPTH,
+    ChatChunk,
+    ChatRequest,
+    JSONTooDeep,
+    ModelInfo,
+    ToolCall,
+    closest_models,
+    loads_json,
+)
+from cli.backends.openai_dialect import (
+    Answer,
+    as_dict,
+    capabilities_of,
+    done_reason_of,
+    error_parts,
+    is_context_error,
+    one_line,
+    parse_arguments,
+    positive,
+    sse_field,
+    wire_messages,
+)
+from cli.errors import (
+    ContextTooLong,
+    ModelNotFound,
+    ModelUnsupported,
+    OllamaError,
+    ServerTimeout,
+    ServerUnreachable,
+    StreamError,
+)
+
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+CONNECT_TIMEOUT = 10.0
+# One SSE line holds one token's delta; nothing real comes near this.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+# Keep-alive comments or garbage forever would never trip the read timeout.
+MAX_STREAM_BYTES = 256 * 1024 * 1024
+# A non-streamed answer or a model list: read in pieces, never more than this.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+BUSY_RETRIES = 3  # 503 (server busy, model loading) and 429 (rate limit) clear in seconds
+MODELS_TTL = 5.0  # seconds a /models answer is reused (the model check, then each model)
+# What `think` becomes on this API: only a level has a field servers read (`reasoning_effort`,
+# taken by vLLM, llama.cpp, Ollama's /v1 and OpenAI for gpt-oss-style models). true/false has
+# no common field: reasoning models reason anyway, and what they send is shown with --think.
+REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
+# The loop's options (Ollama's names) that have a meaning here. num_ctx has none (the context
+# size is the server's), nor keep_alive; top_k, min_p and repeat_penalty are not OpenAI's but
+# every local server named above takes them.
+_OPTIONS = (
+    "temperature",
+    "top_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "top_k",
+    "min_p",
+    "repeat_penalty",
+)
+# Assumed when the server does not say what a model can do (most do not): tool calls are
+# offered (tool_choice "auto" costs nothing when the model ignores it), thinking is not
+# requested — there is no switch for it on this API.
+ASSUMED_CAPABILITIES = frozenset({"completion", "tools"})
+# Where servers say how long a context they serve, best first: what is loaded now (vLLM's
+# max_model_len is that), then what the model was trained for.
+_CONTEXT_KEYS = (
+    "loaded_context_length",
+    "max_model_len",
+    "context_length",
+    "context_window",
+    "max_context_length",
+)
+_MODEL_WORDS = re.compile(r"\bmodel\b|model_not_found", re.IGNORECASE)
+
+
+class OpenAIClient:
+    """A synchronous client for one OpenAI-compatible server. Implements
+    `messages.ChatBackend`; `base_url` is what the server's docs call the base URL, usually
+    ending in /v1."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        session: requests.Session | None = None,
+        timeout: float = 300.0,
+        api_key: str | None = None,
+        api_key_env: str = DEFAULT_API_KEY_ENV,
+        stream: bool = True,
+        max_answer_chars: int = 200_000,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        max_stream_bytes: int = MAX_STREAM_BYTES,
+    ) -> None:
+        self._base = base_url.rstrip("/")
+        self._session = session or requests.Session()
+        self._timeout = timeout
+        self._api_key_env = api_key_env
+        self._has_key = bool(api_key)
+        self._stream = stream
+        self._max_answer_chars = max_answer_chars
+        self._sleep = sleep
+        self._clock = clock
+        self.max_stream_bytes = max_stream_bytes
+        self._next_call_id = 0
+        self._models_cache: tuple[float, list[dict[str, Any]] | None] | None = None
+        # identity: the body is read with read1(), which does not undo a gzip'd answer.
+        self._headers = {"Accept-Encoding": "identity"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+
+    @property
+    def host(self) -> str:
+        return self._base
+
+    # -- public API ---------------------------------------------------------------------
+
+    def chat(self, request: ChatRequest) -> Iterator[ChatChunk]:
+        """One model call; yields normalised chunks, the `done` one last (with the calls)."""
+        messages, free = wire_messages(request.messages)
+        self._next_call_id = max(self._next_call_id, free)
+        body = self._body(request, messages)
+        started = self._clock()
+        if not self._stream:
+            answer = self._complete(body, request.model)
+            answer.started = started
+            answer.ended = self._clock()
+            yield from answer.chunks(self._finish(answer))
+            return
+        turn = Answer(started=started)
+        streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        response = self._request("POST", "/chat/completions", streamed, model=request.model)
+        with response:
+            if _is_json(response):  # a server that ignores `stream` answers in one piece
+                turn = self._parse_completion(self._read_json(response, "/chat/completions"))
+                turn.started, turn.ended = started, self._clock()
+                yield from turn.chunks(self._finish(turn))
+                return
+            yield from self._read_stream(response, turn)
+        turn.ended = self._clock()
+        if turn.needs_redo:
+            self._session.close()  # its connection may be dead (the server's stream failed)
+            # The server could not stream this answer's tool calls: llama-cpp-python ends the
+            # stream without a byte when the model picks a tool ("Automatic streaming tool
+            # choice is not supported"), others say finish_reason "tool_calls" and send no
+            # calls. Ask again without streaming, once, and take the calls from that answer.
+            redo = self._complete(body, request.model)
+            redo.ended = self._clock()
+            yield from redo.chunks(self._finish(redo, streamed=turn), text=not turn.shown)
+            return
+        yield ChatChunk(
+            tool_calls=self._finish(turn),
+            done=True,
+            done_reason=done_reason_of(turn.finish_reason),
+            stats=turn.stats(),
+        )
+
+    def list_models(self) -> list[str]:
+        entries = self._model_entries()
+        if entries is None:
+            raise OllamaError(
+                f"{self._base}/models does not exist: the server cannot list its models; "
+                "give the model's name with -m"
+            )
+        return sorted(str(e["id"]) for e in entries)
+
+    def model_info(self, model: str) -> ModelInfo:
+        """The model check: GET /models, and only what the server says. A model the server
+        does not list is ModelNotFound (naming the ones it has), except on a server that
+        lists one model: llama-server and llama-cpp-python serve theirs whatever the request
+        names (their id is often the .gguf path), and one that does not answers 404 to the
+        chat. A server without /models, or with an empty list, cannot be checked: trusted."""
+        entries = self._model_entries()
+        entry = next((e for e in entries or () if e["id"] == model), None)
+        notes = []
+        if entry is None and entries and len(entries) == 1:
+            entry = entries[0]
+            notes.append(
+                f"'{model}' is not in the list of {self._base}, which serves only "
+                f"'{entry['id']}': asking for '{model}', the server answers with its own"
+            )
+        if entry is None and entries:
+            ids = sorted(str(e["id"]) for e in entries)
+            near = closest_models(model, ids)
+            names = ", ".join(near) if near else ", ".join(ids[:10])
+            raise ModelNotFound(
+                f"model '{model}' is not served by {self._base}: "
+                f"{'did you mean' if near else 'it serves'} {names}? "
+                "Pick one with -m or ollama.model"
+            )
+        entry = entry or {"id": model}
+        capabilities = capabilities_of(entry.get("capabilities"))
+        if capabilities is None:
+            capabilities = ASSUMED_CAPABILITIES
+            notes.append(
+                f"{self._base} does not say what '{model}' can do: assuming it takes tools; "
+                "thinking cannot be switched on here (what a reasoning model sends anyway is "
+                "shown with --think)"
+            )
+        meta = as_dict(entry.get("meta"))
+        return ModelInfo(
+            model,
+            capabilities,
+            self._context_length(entry),
+            size=int(meta["size"]) if positive(meta.get("size")) else None,
+            parameter_size=_parameter_size(meta.get("n_params")),
+            note="; ".join(notes),
+        )
+
+    # -- the request ------------------------------------------------------------------
+
+    def _body(self, request: ChatRequest, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
+        if request.tools:
+            # llama-cpp-python's server never calls a tool without it; the others default to it.
+            body["tools"] = request.tools
+            body["tool_choice"] = "auto"
+        options = request.options
+        for name in _OPTIONS:
+            if options.get(name) is not None:
+                body[name] = options[name]
+        num_predict = options.get("num_predict")
+        if isinstance(num_predict, int) and not isinstance(num_predict, bool) and num_predict > 0:
+            body["max_tokens"] = num_predict  # Ollama's -1 (no limit) and -2 (fill) have none
+        if isinstance(request.think, str) and request.think in REASONING_EFFORT:
+            body["reasoning_effort"] = REASONING_EFFORT[request.think]
+        return body
+
+    def _complete(self, body: Mapping[str, Any], model: str) -> Answer:
+        """The same request without streaming: the whole answer in one JSON body."""
+        response = self._request("POST", "/chat/completions", {**body, "stream": False}, model)
+        with response:
+            return self._parse_completion(self._read_json(response, "/chat/completions"))
+
+    def _parse_completion(self, data: Any) -> Answer:
+        answer = Answer.from_completion(data)
+        answer.check_size(self._max_answer_chars)
+        return answer
+
+    def _finish(self, answer: Answer, streamed: Answer | None = None) -> tuple[ToolCall, ...]:
+        """The accumulated calls, parsed, with an id each: the server's, or a made-up
+        `call_<n>` that the loop stores in history for both the call and its result."""
+        if streamed is not None:
+            answer.merge_stats(streamed)
+        calls = []
+        for partial in answer.calls:
+            call_id = partial.id
+            if not call_id:
+                call_id = f"call_{self._next_call_id}"
+                self._next_call_id += 1
+            calls.append(parse_arguments(partial.name, "".join(partial.arguments), call_id))
+        return tuple(calls)
+
+    # -- HTTP ---------------------------------------------------------------------------
+
+    def _request(
+        self, method: str, path: str, body: Mapping[str, Any] | None, model: str = ""
+    ) -> requests.Response:
+        url = self._base + path
+        reset_retried = False
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                response = self._session.request(
+                    method,
+                    url,
+                    json=body,
+                    headers=self._headers,
+                    stream=True,  # every body is read in bounded pieces
+                    timeout=(CONNECT_TIMEOUT, self._timeout),
+                )
+            except requests.exceptions.ConnectTimeout as exc:
+                raise ServerUnreachable(self._unreachable("connection timed out")) from exc
+            except requests.exceptions.SSLError as exc:
+                why = f"TLS failed: {_tls_reason(exc)}"
+                raise ServerUnreachable(self._unreachable(why)) from exc
+            except requests.exceptions.ReadTimeout as exc:
+                raise ServerTimeout(self._timeout_message()) from exc
+            except requests.exceptions.ConnectionError as exc:
+                why = _connection_failure(exc)
+                if why.startswith("connection reset") and not reset_retried:
+                    # A kept-alive connection the server dropped (uvicorn resets the one whose
+                    # stream failed): once more, on a new connection.
+                    reset_retried = True
+                    self._session.close()
+                    continue
+                raise ServerUnreachable(self._unreachable(why)) from exc
+            except requests.exceptions.RequestException as exc:
+                raise OllamaError(f"request to {url} failed: {exc}") from exc
+            if response.status_code in (429, 503) and attempt < BUSY_RETRIES:
+                response.close()
+                self._sleep(0.5 * 2**attempt)
+                continue
+            if response.status_code >= 400:
+                raise self._http_error(response, path, model)
+            return response
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _http_error(self, response: requests.Response, path: str, model: str) -> OllamaError:
+        try:
+            raw = self._read_body(response, limit=64 * 1024, cut=True)
+        except OllamaError:
+            raw = b""
+        finally:
+            response.close()
+        text = raw.decode("utf-8", "replace")
+        message, code = error_parts(text)
+        detail = one_line(message or text)[:200] or response.reason or ""
+        status = response.status_code
+        where = f"the server at {self._base}"
+        if status in (401, 403):
+            if self._has_key:
+                fix = f"check the key in ${self._api_key_env}"
+            else:
+                fix = f"set ${self._api_key_env} to the server's API key (ollama.api_key_env)"
+            return OllamaError(f"{where} refused the request (HTTP {status}: {detail}): {fix}")
+        if status in (400, 413, 422) and is_context_error(detail, code):
+            return context_too_long(self._base, detail)
+        if status == 404 and model and (_MODEL_WORDS.search(detail) or "model_not_found" in code):
+            return ModelNotFound(
+                f"model '{model}' not found on {self._base} ({detail}): pick one it serves "
+                "with -m (GET /models lists them)"
+            )
+        if status in (404, 405):
+            hint = (
+                "the base URL usually ends in /v1, e.g. http://localhost:1234/v1"
+                if not self._base.endswith("/v1")
+                else "is it an OpenAI-compatible server?"
+            )
+            return _NoSuchPath(f"{self._base}{path} does not exist (HTTP {status}): {hint}")
+        low = detail.lower()
+        if status == 400 and ("tool choice" in low or "tool_choice" in low or "tools" in low):
+            # vLLM without --enable-auto-tool-choice, a llama-server without --jinja.
+            return ModelUnsupported(
+                f"{where} cannot call tools for '{model}' ({detail}): enable tool calling on "
+                "the server (vLLM: --enable-auto-tool-choice --tool-call-parser …; "
+                "llama-server: --jinja)"
+            )
+        if status in (429, 503):
+            return OllamaError(
+                f"{where} is busy (HTTP {status}: {detail}); tried {BUSY_RETRIES + 1} times, "
+                "try again in a moment"
+            )
+        return OllamaError(f"{where} answered HTTP {status}: {detail}")
+
+    def _model_entries(self) -> list[dict[str, Any]] | None:
+        """GET /models: its entries that have an id, or None when a …/v1 server has no such
+        endpoint (the model then cannot be checked). Reused for MODELS_TTL seconds, since
+        `agent models` asks for each model in turn."""
+        now = self._clock()
+        if self._models_cache is not None and now - self._models_cache[0] < MODELS_TTL:
+            return self._models_cache[1]
+        try:
+            response = self._request("GET", "/models", None)
+        except _NoSuchPath:
+            if not self._base.endswith("/v1"):
+                raise  # more likely a base URL without its /v1 than a server without /models
+            entries = None
+        else:
+            with response:
+                data = self._read_json(response, "/models")
+            listed = data.get("data") if isinstance(data, dict) else None
+            if not isinstance(listed, list):
+                raise OllamaError(
+                    f"unexpected answer from {self._base}/models: no model list; "
+                    "is it an OpenAI-compatible server?"
+                )
+            entries = [e for e in listed if isinstance(e, dict) and isinstance(e.get("id"), str)]
+        self._models_cache = (now, entries)
+        return entries
+
+    def _context_length(self, entry: Mapping[str, Any]) -> int | None:
+        """The context the server gives this model, where it says: in its /models entry
+        (vLLM's max_model_len), else llama-server's /props (the n_ctx it runs with, probed only
+        when the entry looks like llama.cpp's), else the trained length (llama.cpp's
+        meta.n_ctx_train). LM Studio and llama-cpp-python say nothing: None."""
+        for key in _CONTEXT_KEYS:
+            if positive(entry.get(key)):
+                return int(entry[key])
+        meta = entry.get("meta")
+        if not isinstance(meta, dict) and entry.get("owned_by") != "llamacpp":
+            return None
+        served = self._llama_server_n_ctx()
+        if served:
+            return served
+        trained = as_dict(meta).get("n_ctx_train")
+        return int(trained) if positive(trained) else None
+
+    def _llama_server_n_ctx(self) -> int | None:
+        root = self._base[: -len("/v1")] if self._base.endswith("/v1") else self._base
+        try:
+            response = self._session.get(
+                root + "/props", headers=self._headers, stream=True, timeout=(CONNECT_TIMEOUT, 10)
+            )
+        except requests.exceptions.RequestException:
+            return None
+        with response:
+            if response.status_code != 200:
+                return None
+            try:
+                data = loads_json(self._read_body(response, limit=4 * 1024 * 1024))
+            except (OllamaError, ValueError):
+                return None
+        if not isinstance(data, dict):
+            return None
+        settings = data.get("default_generation_settings")
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        n_ctx = n_ctx if positive(n_ctx) else data.get("n_ctx")
+        return int(n_ctx) if positive(n_ctx) else None
+
+    def _read_json(self, response: requests.Response, path: str) -> Any:
+        raw = self._read_body(response, limit=MAX_BODY_BYTES)
+        try:
+            return loads_json(raw)
+        except JSONTooDeep:
+            raise OllamaError(
+                f"{self._base}{path} answered with JSON nested deeper than {MAX_JSON_DEPTH} "
+                "levels; is it an OpenAI-compatible server?"
+            ) from None
+        except ValueError:
+            raise OllamaError(
+                f"{self._base}{path} answered with something that is not JSON; "
+                "is it an OpenAI-compatible server?"
+            ) from None
+
+    def _read_body(self, response: requests.Response, *, limit: int, cut: bool = False) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        try:
+            for data in self._pieces(response):
+                parts.append(data)
+                size += len(data)
+                if size > limit:
+                    if cut:
+                        break
+                    raise OllamaError(f"{self._base} sent an answer of more than {limit} bytes")
+        except _Dropped:
+            raise OllamaError(
+                f"the connection to {self._base} dropped while the answer was read; try again"
+            ) from None
+        return b"".join(parts)
+
+    def _pieces(self, response: requests.Response) -> Iterator[bytes]:
+        """The body as it arrives: `read1` returns what the socket has, so each token reaches
+        the user as soon as the server flushes it."""
+        raw = response.raw
+        while True:
+            try:
+                data = raw.read1(65536)
+            except ReadTimeoutError as exc:
+                raise ServerTimeout(self._timeout_message()) from exc
+            except (ProtocolError, OSError) as exc:
+                raise _Dropped() from exc
+            if not data:
+                return
+            yield data
+
+    # -- streaming ----------------------------------------------------------------------
+
+    def _read_stream(self, response: requests.Response, turn: Answer) -> Iterator[ChatChunk]:
+        event = b""  # the SSE event type: only `error` means anything here
+        try:
+            for line in self._lines(response):
+                name, value = sse_field(line)
+                if not name:
+                    event = b""  # a blank line ends an event
+                elif name == b"event":
+                    event = value.strip()
+                if name != b"data" or not value.strip():
+                    continue
+                if value.strip() == b"[DONE]":
+                    turn.done = True
+                    return
+                data = self._event(value)
+                if event == b"error":
+                    data = {"error": data}
+                chunk = turn.add_event(self._error_check(data), self._clock)
+                turn.check_size(self._max_answer_chars)
+                if chunk is not None:
+                    yield chunk
+        except _Dropped:
+            if not turn.events:
+                return  # nothing arrived: `needs_redo` asks again without streaming
+            raise StreamError(
+                f"the connection to {self._base} dropped mid-stream; try again"
+            ) from None
+        if turn.events and turn.finish_reason is None:
+            raise StreamError(
+                f"the stream from {self._base} ended before the answer was complete; try again"
+            )
+
+    def _event(self, payload: bytes) -> dict[str, Any]:
+        """One `data:` payload: every server here sends one JSON object per line."""
+        try:
+            data = loads_json(payload)
+        except JSONTooDeep:
+            raise StreamError(
+                f"the server sent an event nested deeper than {MAX_JSON_DEPTH} levels; "
+                f"is {self._base} an OpenAI-compatible server?"
+            ) from None
+        except ValueError:
+            preview = payload[:80].decode("utf-8", "replace")
+            raise StreamError(
+                f"the server sent an event that is not JSON: {preview!r}; "
+                f"is {self._base} an OpenAI-compatible server?"
+            ) from None
+        if not isinstance(data, dict):
+            raise StreamError(f"the server sent an event that is not a JSON object: {data!r:.80}")
+        return data
+
+    def _error_check(self, data: dict[str, Any]) -> dict[str, Any]:
+        if data.get("error") or data.get("object") == "error":
+            # After streaming started the status stays 200 and the error comes as an event.
+            message, code = error_parts(json.dumps(data))
+            detail = one_line(message or json.dumps(data))[:200]
+            if is_context_error(detail, code):
+                raise context_too_long(self._base, detail)
+            raise StreamError(f"the server reported an error mid-stream: {detail}")
+        return data
+
+    def _lines(self, response: requests.Response) -> Iterator[bytes]:
+        """SSE lines as they arrive, `\\r` dropped. Only new data is scanned for line ends,
+        so a long line costs linear time however it is split."""
+        pending: list[bytes] = []
+        pending_size = total = 0
+        for data in self._pieces(response):
+            total += len(data)
+            if total > self.max_stream_bytes:
+                raise StreamError(
+                    f"the stream from {self._base} passed {self.max_stream_bytes} bytes "
+                    "without ending; stopped"
+                )
+            *complete, rest = data.split(b"\n")
+            if complete:
+                complete[0] = b"".join((*pending, complete[0]))
+                pending, pending_size = [], 0
+            pending.append(rest)
+            pending_size += len(rest)
+            if pending_size > MAX_LINE_BYTES or any(len(c) > MAX_LINE_BYTES for c in complete):
+                raise StreamError(
+                    f"the server sent a line longer than {MAX_LINE_BYTES} bytes; "
+                    f"is {self._base} an OpenAI-compatible server?"
+                )
+            for line in complete:
+                yield line.rstrip(b"\r")
+        if pending:
+            yield b"".join(pending).rstrip(b"\r")
+
+    def _unreachable(self, why: str) -> str:
+        return (
+            f"cannot reach the server at {self._base} ({why}): start it (LM Studio, "
+            "llama-server, vllm serve…) or fix --host / ollama.host"
+        )
+
+    def _timeout_message(self) -> str:
+        return (
+            f"the server at {self._base} sent nothing for {self._timeout:g} s "
+            "(ollama.timeout); the model may still be loading: try again or raise ollama.timeout"
+        )
+
+
+class _Dropped(Exception):
+    """The connection broke while the body was read."""
+
+
+class _NoSuchPath(OllamaError):
+    """HTTP 404/405 for the path itself (not for a model): the server has no such endpoint."""
+
+
+def context_too_long(base: str, detail: str) -> ContextTooLong:
+    """The server refused a prompt longer than the context it runs with: the loop trims
+    history harder and sends once more."""
+    return ContextTooLong(
+        f"the prompt is longer than the context {base} serves ({detail}): lower "
+        "ollama.max_num_ctx to the server's context size, or start the server with a larger "
+        "one (LM Studio: the model's context length; llama-server: -c; vLLM: --max-model-len)"
+    )
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _is_json(response: requests.Response) -> bool:
+    return response.headers.get("Content-Type", "").startswith("application/json")
+
+
+def _connection_failure(exc: BaseException) -> str:
+    """Why a connection failed, in a few words."""
+    causes = list(_causes(exc))
+    if any(isinstance(e, (NameResolutionError, socket.gaierror)) for e in causes):
+        return "name not resolved"
+    if any(isinstance(e, ConnectionRefusedError) for e in causes):
+        return "connection refused"
+    if any(isinstance(e, (ConnectionResetError, RemoteDisconnected)) for e in causes):
+        return "connection reset by the server"
+    return "connection failed"
+
+
+def _tls_reason(exc: BaseException) -> str:
+    for cause in _causes(exc):
+        if isinstance(cause, ssl.SSLCertVerificationError) and cause.verify_message:
+            return str(cause.verify_message)
+        if isinstance(cause, ssl.SSLError) and cause.reason:
+            return str(cause.reason).replace("_", " ").lower()
+    return "handshake failed"
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, what it wraps (urllib3 keeps the cause in `.reason` and `.args`), and
+    their causes: a bounded walk, since such chains can loop."""
+    todo: list[Any] = [exc]
+    seen: set[int] = set()
+    while todo and len(seen) < 32:
+        item = todo.pop()
+        if not isinstance(item, BaseException) or id(item) in seen:
+            continue
+        seen.add(id(item))
+        yield item
+        todo += [item.__cause__, item.__context__, getattr(item, "reason", None), *item.args]
+
+
+def _parameter_size(value: Any) -> str | None:
+    """llama.cpp's meta.n_params as Ollama writes a parameter size: "8.2B", "135M"."""
+    if not positive(value):
+        return None
+    return f"{value / 1e9:.1f}B" if value >= 1e9 else f"{value / 1e6:.0f}M"

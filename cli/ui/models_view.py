@@ -1,0 +1,58 @@
+"""`agent models`: the server's models as an aligned table, like `ollama list`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cli.catalog import ModelRow
+from cli.tools.fsops import human_size
+from cli.ui.cards import short_tokens
+from cli.ui.text import sanitize
+
+HEADER = ("NAME", "SIZE", "PARAMS", "QUANT", "CONTEXT", "CAPABILITIES", "LOADED")
+SHOWN_CAPABILITIES = ("tools", "thinking", "vision")
+NO_TOOLS = "no tools"
+
+
+def model_table(rows: Sequence[ModelRow]) -> list[str]:
+    """The header and one line a model. Names and details come from the server: each is
+    sanitised before it reaches the terminal. A model without tool support says so."""
+    cells = [HEADER, *(_cells(row) for row in rows)]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(HEADER))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
+    ]
+    if any(row.supports_tools is False for row in rows):
+        lines.append(
+            f"\n{NO_TOOLS}: the model answers as plain chat; it cannot read or change files"
+        )
+    return lines
+
+
+def _cells(row: ModelRow) -> tuple[str, ...]:
+    return (
+        sanitize(row.name),
+        human_size(row.size) if row.size is not None else "-",
+        sanitize(row.parameter_size or "-"),
+        sanitize(row.quantization or "-"),
+        short_tokens(row.context_length) if row.context_length else "-",
+        _capabilities(row),
+        _loaded(row),
+    )
+
+
+def _capabilities(row: ModelRow) -> str:
+    if row.capabilities is None:
+        return f"? ({sanitize(row.problem)})" if row.problem else "?"
+    shown = [c for c in SHOWN_CAPABILITIES if c in row.capabilities]
+    if "tools" not in row.capabilities:
+        shown.insert(0, f"✗ {NO_TOOLS}")
+    return ", ".join(shown)
+
+
+def _loaded(row: ModelRow) -> str:
+    if row.loaded is None:
+        return "?"
+    if not row.loaded:
+        return ""
+    return f"yes ({short_tokens(row.loaded_context)} ctx)" if row.loaded_context else "yes"

@@ -1,0 +1,450 @@
+"""A fake OpenAI-compatible server: a real threaded HTTP server on 127.0.0.1 that speaks the
+/v1/chat/completions dialect as LM Studio, llama.cpp's llama-server, vLLM and
+llama-cpp-python do.
+
+Each test scripts what the model answers, call by call (`enqueue`). A scripted `Answer` is
+sent as server-sent events to a streaming request — thinking and content a few characters a
+delta, tool-call arguments as JSON string fragments cut at awkward places, usage in the last
+chunk, then `data: [DONE]` — and as one JSON body to a non-streaming one. Every request the
+client made is recorded (`requests`, `chat_bodies`), and so is every argument fragment sent
+(`fragments`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import select
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# -- what a scripted chat call can do ------------------------------------------------------
+
+
+@dataclass
+class Call:
+    """One tool call the model makes. `arguments` is an object, or raw text (bad JSON)."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None  # None: the fake makes one up (call_fake_<n>), unless ids=False
+
+
+@dataclass
+class Answer:
+    """One model answer, streamed or not depending on what the client asked for."""
+
+    content: str = ""
+    thinking: str = ""
+    tool_calls: Sequence[Call] = ()
+    finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
+    prompt_tokens: int = 100
+    completion_tokens: int = 20
+    reasoning_field: str = "reasoning_content"  # or "reasoning" (Ollama, newer vLLM)
+    token: int = 4  # characters per content or thinking delta
+    ids: bool = True  # False: the server sends no call ids (the client makes them up)
+    usage: bool = True  # a last chunk with usage (stream_options.include_usage)
+    delay: float = 0.0  # seconds between events
+    # Servers that cannot stream tool calls. stream_calls=False: the stream ends with
+    # finish_reason "tool_calls" and no call deltas; empty_stream=True: a 200 event stream
+    # with no event at all (llama-cpp-python when its model picks a tool). Either way the
+    # answer stays queued for the non-streaming request the client should send next.
+    stream_calls: bool = True
+    empty_stream: bool = False
+    pings: bool = False  # SSE comments (": ping") before the first event, as sse-starlette
+
+
+@dataclass
+class Events:
+    """Raw SSE: each item is one `data:` payload (a dict) or a raw line (bytes, sent as is);
+    `[DONE]` at the end unless `done` is False. `drop` closes the socket at the end, `stall`
+    sleeps before ending, `endless` repeats the last item until the client goes away."""
+
+    items: list[dict[str, Any] | bytes]
+    done: bool = True
+    delay: float = 0.0
+    drop: bool = False
+    stall: float = 0.0
+    endless: bool = False
+    header_delay: float = 0.0
+
+
+@dataclass
+class Json:
+    """A 200 answer with this JSON body, whatever the request asked (a server that ignores
+    `stream`)."""
+
+    body: Any
+
+
+@dataclass
+class HttpError:
+    status: int
+    message: str | None = None
+    code: str | None = None
+    body: bytes | None = None  # sent as is instead of OpenAI's {"error": {...}}
+    header_delay: float = 0.0
+
+
+Scripted = Answer | Events | Json | HttpError
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+
+
+def awkward_fragments(text: str, size: int = 5) -> list[str]:
+    """`text` cut where a naive client breaks: inside a string, inside a \\uXXXX escape,
+    between a key and its colon; the rest in pieces of `size` characters."""
+    cuts = set(range(size, len(text), size))
+    first_quote = text.find('"')
+    if first_quote >= 0:
+        cuts.add(first_quote + 2)  # inside the first key
+    for match in re.finditer(r": \"", text):
+        cuts.add(match.end() + 1)  # inside a string value
+    for match in re.finditer(r"\\u", text):
+        cuts.add(match.start() + 3)  # \u0 | 0e9
+    for match in re.finditer(r"\":", text):
+        cuts.add(match.start() + 1)  # "path" | : "x"
+    points = [0, *sorted(c for c in cuts if 0 < c < len(text)), len(text)]
+    return [text[a:b] for a, b in itertools.pairwise(points) if b > a]
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+@dataclass
+class FakeOpenAI:
+    # id → extra fields of its /models entry (max_model_len, meta, capabilities…)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    requests: list[Recorded] = field(default_factory=list)
+    fragments: list[str] = field(default_factory=list)  # every argument fragment streamed
+    api_key: str | None = None  # when set, requests without this bearer token get 401
+    props: dict[str, Any] | None = None  # llama-server's /props (at the root, not /v1)
+    models_endpoint: bool = True  # False: GET /v1/models is a 404
+    models_body: bytes | None = None  # GET /v1/models answers this instead of the list
+    strict_models: bool = True  # an unknown model is a 404 (vLLM); False serves any name
+    # A kept-alive connection that served a chat answer is reset by the next request on it,
+    # as uvicorn does to the connection whose stream failed (llama-cpp-python).
+    reset_kept_alive: bool = False
+    prefix: str = "/v1"
+
+    def __post_init__(self) -> None:
+        self._script: deque[Scripted] = deque()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._ids = 0
+        if not self.models:
+            self.add_model("qwen3:8b")
+
+    # scripting
+    def add_model(self, name: str, **entry: Any) -> None:
+        self.models[name] = entry
+
+    def enqueue(self, *responses: Scripted) -> None:
+        with self._lock:
+            self._script.extend(responses)
+
+    @property
+    def chat_bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.requests if r.path == f"{self.prefix}/chat/completions"]
+
+    @property
+    def pending(self) -> int:
+        return len(self._script)
+
+    # lifecycle
+    @property
+    def root(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        """The base URL a client is given (…/v1)."""
+        return self.root + self.prefix
+
+    def start(self) -> FakeOpenAI:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._server = _QuietServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def next_response(self) -> Scripted:
+        with self._lock:
+            if not self._script:
+                return HttpError(500, "fake openai: no scripted reply left for this call")
+            return self._script.popleft()
+
+    def push_back(self, response: Scripted) -> None:
+        with self._lock:
+            self._script.appendleft(response)
+
+    def call_id(self) -> str:
+        with self._lock:
+            self._ids += 1
+            return f"call_fake_{self._ids}"
+
+    # rendering an answer
+    def completion(self, answer: Answer, model: str) -> dict[str, Any]:
+        """The answer as one non-streamed body (content null beside tool calls, as
+        llama-cpp-python sends it)."""
+        message: dict[str, Any] = {"role": "assistant", "content": answer.content or None}
+        if answer.thinking:
+            message[answer.reasoning_field] = answer.thinking
+        if answer.tool_calls:
+            message["tool_calls"] = [
+                {
+                    **({"id": self._id_of(call)} if answer.ids else {}),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _arguments_text(call)},
+                }
+                for call in answer.tool_calls
+            ]
+        body: dict[str, Any] = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 1_790_000_000,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish(answer)}],
+        }
+        if answer.usage:
+            body["usage"] = _usage(answer)
+        return body
+
+    def stream(self, answer: Answer, model: str) -> Iterator[dict[str, Any] | bytes]:
+        """The answer as SSE payloads, in the order a server sends them."""
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 1_790_000_000,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        if answer.pings:
+            yield b": ping - 2026-12-01 12:00:00\n\n"
+        yield chunk({"role": "assistant", "content": ""})
+        for i in range(0, len(answer.thinking), answer.token):
+            yield chunk({answer.reasoning_field: answer.thinking[i : i + answer.token]})
+        for i in range(0, len(answer.content), answer.token):
+            yield chunk({"content": answer.content[i : i + answer.token]})
+        if answer.stream_calls:
+            for index, call in enumerate(answer.tool_calls):
+                head: dict[str, Any] = {"index": index, "type": "function"}
+                if answer.ids:
+                    head["id"] = self._id_of(call)
+                head["function"] = {"name": call.name, "arguments": ""}
+                yield chunk({"tool_calls": [head]})
+                for piece in awkward_fragments(_arguments_text(call)):
+                    self.fragments.append(piece)
+                    yield chunk(
+                        {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                    )
+        yield chunk({}, _finish(answer))
+        if answer.usage:
+            yield {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [],
+                "usage": _usage(answer),
+            }
+
+    def _id_of(self, call: Call) -> str:
+        if call.id is None:
+            call.id = self.call_id()  # the same id when the answer is sent twice
+        return call.id
+
+
+def _arguments_text(call: Call) -> str:
+    if isinstance(call.arguments, str):
+        return call.arguments
+    return json.dumps(call.arguments)  # ASCII: "é" is sent as \u00e9, an escape to cut
+
+
+def _finish(answer: Answer) -> str:
+    return answer.finish_reason or ("tool_calls" if answer.tool_calls else "stop")
+
+
+def _usage(answer: Answer) -> dict[str, int]:
+    return {
+        "prompt_tokens": answer.prompt_tokens,
+        "completion_tokens": answer.completion_tokens,
+        "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+    }
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hangs up mid-stream (Ctrl-C, timeout) is part of the tests
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeOpenAI
+    protocol_version = "HTTP/1.1"
+    served_chat = False  # this connection answered a chat request already
+
+    def handle_one_request(self) -> None:
+        if self.served_chat and self.fake.reset_kept_alive:
+            # Once the next request has arrived: RST, not FIN, so the client cannot tell the
+            # connection is gone before it sends; it reads "connection reset by peer".
+            select.select([self.connection], [], [], 5)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_connection = True
+            return
+        super().handle_one_request()
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _record(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        self.fake.requests.append(Recorded(self.command, self.path, body, dict(self.headers)))
+        return body
+
+    def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _json(self, status: int, data: Any) -> None:
+        self._send(status, json.dumps(data).encode())
+
+    def _error(self, status: int, message: str, kind: str, code: Any = None) -> None:
+        self._json(status, {"error": {"message": message, "type": kind, "code": code}})
+
+    def _authorized(self) -> bool:
+        if self.fake.api_key is None:
+            return True
+        if self.headers.get("Authorization") == f"Bearer {self.fake.api_key}":
+            return True
+        self._error(401, "Invalid API key", "invalid_request_error", "invalid_api_key")
+        return False
+
+    def do_GET(self) -> None:
+        self._record()
+        fake = self.fake
+        if self.path == f"{fake.prefix}/models" and fake.models_endpoint:
+            if not self._authorized():
+                return
+            if fake.models_body is not None:
+                self._send(200, fake.models_body)
+                return
+            data = [
+                {"id": name, "object": "model", "owned_by": "fake", **entry}
+                for name, entry in fake.models.items()
+            ]
+            self._json(200, {"object": "list", "data": data})
+        elif self.path == "/props" and fake.props is not None:
+            self._json(200, fake.props)
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        body = self._record()
+        fake = self.fake
+        if self.path != f"{fake.prefix}/chat/completions":
+            self._json(404, {"detail": "Not Found"})
+            return
+        if not self._authorized():
+            return
+        model = str(body.get("model")) if isinstance(body, dict) else ""
+        if fake.strict_models and model not in fake.models:
+            self._error(404, f"The model `{model}` does not exist.", "NotFoundError", 404)
+            return
+        streaming = isinstance(body, dict) and body.get("stream") is True
+        self.served_chat = True
+        response = fake.next_response()
+        delay = getattr(response, "header_delay", 0.0)
+        if delay:
+            time.sleep(delay)
+        if isinstance(response, HttpError):
+            payload = response.body
+            if payload is None:
+                error = {"message": response.message, "type": "error", "code": response.code}
+                payload = json.dumps({"error": error}).encode()
+            self._send(response.status, payload)
+        elif isinstance(response, Json):
+            self._json(200, response.body)
+        elif isinstance(response, Events):
+            self._events(response)
+        elif not streaming:
+            self._json(200, fake.completion(response, model))
+        elif response.empty_stream and response.tool_calls:
+            fake.push_back(response)
+            self._events(Events([], done=False))
+        else:
+            if not response.stream_calls and response.tool_calls:
+                fake.push_back(response)
+            items = list(fake.stream(response, model))
+            self._events(Events(items, delay=response.delay))
+
+    def _events(self, events: Events) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            items = list(events.items)
+            index = 0
+            while index < len(items) or (events.endless and items):
+                item = items[min(index, len(items) - 1)]
+                self._chunk(item if isinstance(item, bytes) else _sse(item))
+                index += 1
+                if events.delay:
+                    time.sleep(events.delay)
+                if events.endless and index >= len(items):
+                    time.sleep(0.01)
+            if events.drop:
+                self.wfile.flush()
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            if events.stall:
+                time.sleep(events.stall)
+            if events.done:
+                self._chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True  # the client went away (Ctrl-C, timeout)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+def _sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
