@@ -183,9 +183,8 @@ def task_chat(base_url: str, root: Path) -> Check:
         declined = 0
         while child.expect(["allow\\?", "tok/s", "tokens", "step limit reached"], timeout=600) == 0:
             child.send("n")  # a confirmation: say no (then no reason)
-            child.expect("reason|›|allow|tok/s|tokens|step limit", timeout=60)
-            if "reason" in (child.after or ""):
-                child.send("\r")
+            child.expect("reason", timeout=60)
+            child.send("\r")
             declined += 1
         child.expect("›", timeout=600)
         check.notes.append(f"{declined} confirmation(s) answered no")
