@@ -453,7 +453,8 @@ class Agent:
     def _capability_notices(self, info: ModelInfo) -> Iterator[Event]:
         if not info.supports_tools and self.policy.enabled_tools():
             yield Notice(f"model '{info.name}' does not support tools: it answers without them")
-        if self.settings.think and not info.supports_thinking:
+        # Assumed capabilities come with the backend's own note, which says this already.
+        if self.settings.think and not info.supports_thinking and not info.capabilities_assumed:
             yield Notice(f"model '{info.name}' cannot think: thinking stays off")
 
     def _think_field(self, info: ModelInfo) -> bool | str | None:

@@ -27,7 +27,7 @@ class ModelRow:
     parameter_size: str | None = None
     quantization: str | None = None
     context_length: int | None = None  # trained context
-    capabilities: tuple[str, ...] | None = None
+    capabilities: tuple[str, ...] | None = None  # None: unknown (not said by the server)
     loaded: bool | None = None
     loaded_context: int | None = None  # the context it is loaded with
     problem: str | None = None  # why its details are missing
@@ -83,13 +83,16 @@ def _row(name: str, info: ModelInfo | str, loaded: Mapping[str, int | None] | No
         is_loaded, context = key is not None, loaded.get(key) if key else None
     if isinstance(info, str):
         return ModelRow(name, loaded=is_loaded, loaded_context=context, problem=info)
+    problem = "not said by the server; tools assumed" if info.capabilities_assumed else None
     return ModelRow(
         name,
         size=info.size,
         parameter_size=info.parameter_size,
         quantization=info.quantization,
         context_length=info.context_length,
-        capabilities=tuple(sorted(info.capabilities)),
+        # What a backend assumes is not what the server said: unknown, in the table as "?".
+        capabilities=None if info.capabilities_assumed else tuple(sorted(info.capabilities)),
         loaded=is_loaded,
         loaded_context=context,
+        problem=problem,
     )

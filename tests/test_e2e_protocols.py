@@ -255,6 +255,21 @@ def test_thinking_is_shown_on_stderr_with_think(run_cli: RunCli, server: Server)
         assert body["think"] is True
     else:
         assert "think" not in body and "reasoning_effort" not in body  # no switch on /v1
+        # What had to be assumed about the model is said once, and not said again as a
+        # second notice ("cannot think") that contradicts the thinking shown below it.
+        assert r.stderr.count("does not say what 'qwen3:8b' can do") == 1
+        assert "cannot think" not in r.stderr
+
+
+def test_agent_models_json_says_only_what_the_server_said(run_cli: RunCli, server: Server) -> None:
+    r = run_cli("models", *server.args, "--json")
+    assert r.code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [row["name"] for row in rows] == ["qwen3:8b"]
+    if server.api == "native":
+        assert "tools" in rows[0]["capabilities"]
+    else:  # /v1/models has no capabilities: unknown, not the tools the agent assumes
+        assert rows[0]["capabilities"] is None
 
 
 def test_thinking_is_not_shown_without_think(run_cli: RunCli, server: Server) -> None:

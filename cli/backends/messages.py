@@ -149,6 +149,8 @@ class ModelInfo:
     # What the backend had to assume because the server does not say (an OpenAI-compatible
     # server's capabilities): told to the user once, at the model check.
     note: str = ""
+    # The server did not say what the model can do; `capabilities` is what we assume.
+    capabilities_assumed: bool = False
 
     @property
     def supports_tools(self) -> bool:

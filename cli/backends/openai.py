@@ -217,6 +217,7 @@ class OpenAIClient:
             )
         entry = entry or {"id": model}
         capabilities = capabilities_of(entry.get("capabilities"))
+        assumed = capabilities is None
         if capabilities is None:
             capabilities = ASSUMED_CAPABILITIES
             notes.append(
@@ -232,6 +233,7 @@ class OpenAIClient:
             size=int(meta["size"]) if positive(meta.get("size")) else None,
             parameter_size=_parameter_size(meta.get("n_params")),
             note="; ".join(notes),
+            capabilities_assumed=assumed,
         )
 
     # -- the request ------------------------------------------------------------------
