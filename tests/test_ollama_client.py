@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import requests
 
-import cli.backends.ollama
+import cli.backends.messages
 from cli.backends.messages import ChatChunk, ChatRequest, Stats, ToolCall
 from cli.backends.ollama import BUSY_RETRIES, OllamaClient, parse_chunk, parse_tool_call
 from cli.errors import (
@@ -777,7 +777,7 @@ def test_line_that_is_not_an_object(ollama: FakeOllama, client: OllamaClient, ra
 def test_oversized_line_growing_without_newline(
     ollama: FakeOllama, client: OllamaClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli.backends.ollama, "MAX_LINE_BYTES", 1024)
+    monkeypatch.setattr(cli.backends.messages, "MAX_LINE_BYTES", 1024)
     piece = b"x" * 300
     ollama.enqueue(Stream([b'{"message": {"content": "', *([piece] * 10)], delay=0.02))
     with pytest.raises(StreamError) as info:
@@ -789,7 +789,7 @@ def test_oversized_line_growing_without_newline(
 def test_line_just_under_the_limit_is_accepted(
     ollama: FakeOllama, client: OllamaClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli.backends.ollama, "MAX_LINE_BYTES", 4096)
+    monkeypatch.setattr(cli.backends.messages, "MAX_LINE_BYTES", 4096)
     content = "y" * 2000
     raw = json.dumps(line({"content": content})).encode()
     ollama.enqueue(Stream([raw[:1000], raw[1000:] + b"\n", line(done=True)], delay=0.02))
@@ -799,7 +799,7 @@ def test_line_just_under_the_limit_is_accepted(
 def test_oversized_complete_line_is_rejected(
     ollama: FakeOllama, client: OllamaClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli.backends.ollama, "MAX_LINE_BYTES", 1024)
+    monkeypatch.setattr(cli.backends.messages, "MAX_LINE_BYTES", 1024)
     big = json.dumps(line({"content": "z" * 4000})).encode() + b"\n"  # one chunk, one read
     ollama.enqueue(Stream([big, line(done=True)]))
     with pytest.raises(StreamError, match="longer than"):

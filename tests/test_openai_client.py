@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 import requests
 
-from cli.backends.messages import ChatChunk, ChatRequest, ToolCall
+from cli.backends.messages import MAX_LINE_BYTES, ChatChunk, ChatRequest, ToolCall
 from cli.backends.openai import (
     ASSUMED_CAPABILITIES,
     BUSY_RETRIES,
-    MAX_LINE_BYTES,
     OpenAIClient,
     parse_arguments,
     wire_messages,

@@ -85,6 +85,66 @@ class ToolCall:
         return call
 
 
+def tool_call(name: str, args: Any, call_id: str | None) -> ToolCall:
+    """One tool call from the arguments a server sent — an object, a JSON string (whole, or
+    concatenated from fragments), or nothing. Arguments that are not a JSON object become
+    `arguments_error`, which the model reads back; the loop always sends an object back."""
+    if isinstance(args, str):
+        try:
+            args = loads_json(args) if args.strip() else {}
+        except JSONTooDeep:
+            why = f"arguments nest deeper than {MAX_JSON_DEPTH} levels; send a flat object"
+            return ToolCall(name, {}, call_id, why)
+        except ValueError:
+            return ToolCall(name, {}, call_id, "arguments are not valid JSON; send an object")
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return ToolCall(name, {}, call_id, "arguments must be a JSON object")
+    try:
+        # Python's json reads NaN and Infinity, which JSON does not have: history holding
+        # them could never be sent back (requests refuses to encode it).
+        json.dumps(args, allow_nan=False)
+    except ValueError:
+        return ToolCall(name, {}, call_id, "arguments hold NaN or Infinity; send plain numbers")
+    return ToolCall(name, args, call_id)
+
+
+MAX_LINE_BYTES = 8 * 1024 * 1024  # one NDJSON or SSE line; a real one is a few KB
+
+
+class Overflow(Exception):
+    """A stream that passed its byte limit (`what` is "stream"), or a line longer than
+    MAX_LINE_BYTES ("line"). Each client says it in its own words."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+def split_lines(pieces: Iterable[bytes], max_bytes: int) -> Iterator[bytes]:
+    """The lines of a body that arrives in pieces, each as soon as its end arrives (the last
+    one even without an end). Only new data is scanned for line ends, so a long line costs
+    linear time however it is split. Raises Overflow."""
+    pending: list[bytes] = []  # the unfinished line, in pieces
+    pending_size = total = 0
+    for data in pieces:
+        total += len(data)
+        if total > max_bytes:
+            raise Overflow("stream")
+        *complete, rest = data.split(b"\n")
+        if complete:
+            complete[0] = b"".join((*pending, complete[0]))
+            pending, pending_size = [], 0
+        pending.append(rest)
+        pending_size += len(rest)
+        if pending_size > MAX_LINE_BYTES or any(len(c) > MAX_LINE_BYTES for c in complete):
+            raise Overflow("line")
+        yield from complete
+    if pending:
+        yield b"".join(pending)
+
+
 @dataclass(frozen=True)
 class Stats:
     """Counters from the final chunk of a model call (durations in nanoseconds, as Ollama)."""

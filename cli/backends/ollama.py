@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import json
 import re
 import threading
 import time
@@ -21,14 +20,18 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
+    MAX_LINE_BYTES,
     ChatChunk,
     ChatRequest,
     JSONTooDeep,
     ModelInfo,
+    Overflow,
     Stats,
     ToolCall,
     closest_models,
     loads_json,
+    split_lines,
+    tool_call,
 )
 from cli.errors import (
     AgentError,
@@ -44,9 +47,8 @@ from cli.errors import (
 DEFAULT_HOST = "http://localhost:11434"
 DEFAULT_PORT = 11434
 CONNECT_TIMEOUT = 10.0
-# One NDJSON line holds one token or one whole tool call; a line longer than this is
-# garbage from something that is not Ollama, and would otherwise grow without bound.
-MAX_LINE_BYTES = 8 * 1024 * 1024
+# One NDJSON line holds one token or one whole tool call; a longer line than MAX_LINE_BYTES
+# is garbage from something that is not Ollama, and would otherwise grow without bound.
 # Garbage or keep-alive blank lines forever would never trip the read timeout; no real
 # answer comes near this.
 MAX_STREAM_BYTES = 256 * 1024 * 1024
@@ -386,11 +388,22 @@ class OllamaClient:
 
     def _lines(self, response: requests.Response) -> Iterator[bytes]:
         """NDJSON lines as they arrive: `read1` returns what the socket has, so each token
-        reaches the user as soon as Ollama flushes it. Only new data is scanned for line
-        ends, so a long line costs linear time however it is split."""
+        reaches the user as soon as Ollama flushes it."""
+        try:
+            yield from split_lines(self._pieces(response), self.max_stream_bytes)
+        except Overflow as exc:
+            if exc.what == "stream":
+                raise StreamError(
+                    f"the stream from {self._base} passed {self.max_stream_bytes} bytes "
+                    "without ending; stopped"
+                ) from None
+            raise StreamError(
+                f"Ollama sent a line longer than {MAX_LINE_BYTES} bytes; "
+                "is the server an Ollama server?"
+            ) from None
+
+    def _pieces(self, response: requests.Response) -> Iterator[bytes]:
         raw = response.raw
-        pending: list[bytes] = []  # the unfinished line, in pieces
-        pending_size = total = 0
         while True:
             try:
                 data = raw.read1(65536)
@@ -401,27 +414,8 @@ class OllamaClient:
                     f"the connection to {self._base} dropped mid-stream; try again"
                 ) from exc
             if not data:
-                if pending:
-                    yield b"".join(pending)
                 return
-            total += len(data)
-            if total > self.max_stream_bytes:
-                raise StreamError(
-                    f"the stream from {self._base} passed {self.max_stream_bytes} bytes "
-                    "without ending; stopped"
-                )
-            *complete, rest = data.split(b"\n")
-            if complete:
-                complete[0] = b"".join((*pending, complete[0]))
-                pending, pending_size = [], 0
-            pending.append(rest)
-            pending_size += len(rest)
-            if pending_size > MAX_LINE_BYTES or any(len(c) > MAX_LINE_BYTES for c in complete):
-                raise StreamError(
-                    f"Ollama sent a line longer than {MAX_LINE_BYTES} bytes; "
-                    "is the server an Ollama server?"
-                )
-            yield from complete
+            yield data
 
     def _unreachable(self, why: str) -> str:
         return (
@@ -477,26 +471,7 @@ def parse_tool_call(raw: Any) -> ToolCall:
     function = raw["function"] if isinstance(raw.get("function"), dict) else raw
     name = _str(function.get("name"))
     call_id = raw.get("id") if isinstance(raw.get("id"), str) else None
-    args = function.get("arguments", {})
-    if args is None:
-        args = {}
-    if isinstance(args, str):
-        try:
-            args = loads_json(args) if args.strip() else {}
-        except JSONTooDeep:
-            why = f"arguments nest deeper than {MAX_JSON_DEPTH} levels; send a flat object"
-            return ToolCall(name, {}, call_id, why)
-        except ValueError:
-            return ToolCall(name, {}, call_id, "arguments are not valid JSON; send an object")
-    if not isinstance(args, dict):
-        return ToolCall(name, {}, call_id, "arguments must be a JSON object")
-    try:
-        # Python's json reads NaN and Infinity, which JSON does not have: history holding
-        # them could never be sent back (requests refuses to encode it).
-        json.dumps(args, allow_nan=False)
-    except ValueError:
-        return ToolCall(name, {}, call_id, "arguments hold NaN or Infinity; send plain numbers")
-    return ToolCall(name, args, call_id)
+    return tool_call(name, function.get("arguments", {}), call_id)
 
 
 def _context_length(model_info: Any) -> int | None:

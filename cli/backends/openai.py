@@ -25,13 +25,16 @@ from urllib3.exceptions import NameResolutionError, ProtocolError, ReadTimeoutEr
 
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
+    MAX_LINE_BYTES,
     ChatChunk,
     ChatRequest,
     JSONTooDeep,
     ModelInfo,
+    Overflow,
     ToolCall,
     closest_models,
     loads_json,
+    split_lines,
 )
 from cli.backends.openai_dialect import (
     Answer,
@@ -58,8 +61,7 @@ from cli.errors import (
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 CONNECT_TIMEOUT = 10.0
-# One SSE line holds one token's delta; nothing real comes near this.
-MAX_LINE_BYTES = 8 * 1024 * 1024
+# One SSE line holds one token's delta; nothing real comes near MAX_LINE_BYTES.
 # Keep-alive comments or garbage forever would never trip the read timeout.
 MAX_STREAM_BYTES = 256 * 1024 * 1024
 # A non-streamed answer or a model list: read in pieces, never more than this.
@@ -547,32 +549,20 @@ class OpenAIClient:
         return data
 
     def _lines(self, response: requests.Response) -> Iterator[bytes]:
-        """SSE lines as they arrive, `\\r` dropped. Only new data is scanned for line ends,
-        so a long line costs linear time however it is split."""
-        pending: list[bytes] = []
-        pending_size = total = 0
-        for data in self._pieces(response):
-            total += len(data)
-            if total > self.max_stream_bytes:
+        """SSE lines as they arrive, `\\r` dropped."""
+        try:
+            for line in split_lines(self._pieces(response), self.max_stream_bytes):
+                yield line.rstrip(b"\r")
+        except Overflow as exc:
+            if exc.what == "stream":
                 raise StreamError(
                     f"the stream from {self._base} passed {self.max_stream_bytes} bytes "
                     "without ending; stopped"
-                )
-            *complete, rest = data.split(b"\n")
-            if complete:
-                complete[0] = b"".join((*pending, complete[0]))
-                pending, pending_size = [], 0
-            pending.append(rest)
-            pending_size += len(rest)
-            if pending_size > MAX_LINE_BYTES or any(len(c) > MAX_LINE_BYTES for c in complete):
-                raise StreamError(
-                    f"the server sent a line longer than {MAX_LINE_BYTES} bytes; "
-                    f"is {self._base} an OpenAI-compatible server?"
-                )
-            for line in complete:
-                yield line.rstrip(b"\r")
-        if pending:
-            yield b"".join(pending).rstrip(b"\r")
+                ) from None
+            raise StreamError(
+                f"the server sent a line longer than {MAX_LINE_BYTES} bytes; "
+                f"is {self._base} an OpenAI-compatible server?"
+            ) from None
 
     def _unreachable(self, why: str) -> str:
         return (

@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from cli.backends.messages import (
-    MAX_JSON_DEPTH,
     ChatChunk,
-    JSONTooDeep,
     Message,
     Stats,
     ToolCall,
     loads_json,
+    tool_call,
 )
 from cli.errors import StreamError
 
@@ -278,24 +277,7 @@ class _History:
 def parse_arguments(name: str, text: str, call_id: str | None) -> ToolCall:
     """The concatenated argument fragments of one call → a ToolCall; arguments that are not
     a JSON object become `arguments_error`, which the model reads back."""
-    try:
-        args = loads_json(text) if text.strip() else {}
-    except JSONTooDeep:
-        why = f"arguments nest deeper than {MAX_JSON_DEPTH} levels; send a flat object"
-        return ToolCall(name, {}, call_id, why)
-    except ValueError:
-        return ToolCall(name, {}, call_id, "arguments are not valid JSON; send an object")
-    if args is None:
-        args = {}
-    if not isinstance(args, dict):
-        return ToolCall(name, {}, call_id, "arguments must be a JSON object")
-    try:
-        # Python's json reads NaN and Infinity, which JSON does not have: history holding
-        # them could never be sent back (requests refuses to encode it).
-        json.dumps(args, allow_nan=False)
-    except ValueError:
-        return ToolCall(name, {}, call_id, "arguments hold NaN or Infinity; send plain numbers")
-    return ToolCall(name, args, call_id)
+    return tool_call(name, text, call_id)
 
 
 # -- readers ------------------------------------------------------------------------------------
