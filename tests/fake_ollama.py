@@ -16,8 +16,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fake_http import QuietServer, Recorded, base_url, read_request, serve, shut
 
 # -- what a scripted chat call can do ------------------------------------------------------
 
@@ -41,16 +43,6 @@ class HttpError:
     error: str | None = None
     body: bytes | None = None
     header_delay: float = 0.0
-
-
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    body: Any
-    headers: dict[str, str]
-    started: float = 0.0  # time.monotonic() when the request arrived
-    finished: float = 0.0  # … and when its answer was written (0: not yet)
 
 
 # Ollama's answer to a prompt longer than the context when `truncate: false` (v0.30.9+,
@@ -147,7 +139,7 @@ class FakeOllama:
         self._script: deque[Stream | HttpError] = deque()
         self.show_errors: deque[HttpError] = deque()  # answered by /api/show before models
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuietServer | None = None
         self.add_model("qwen3:8b", ["completion", "tools", "thinking"])
 
     # scripting
@@ -191,34 +183,20 @@ class FakeOllama:
     # lifecycle
     @property
     def url(self) -> str:
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return base_url(self._server)
 
     def start(self) -> FakeOllama:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = _QuietServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        ).start()
+        self._server = serve(type("Handler", (_Handler,), {"fake": self}))
         return self
 
     def stop(self) -> None:
-        if self._server:
-            self._server.shutdown()
-            self._server.server_close()
+        shut(self._server)
 
     def next_response(self) -> Stream | HttpError:
         with self._lock:
             if not self._script:
                 return HttpError(500, "fake ollama: no scripted reply left for this call")
             return self._script.popleft()
-
-
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hangs up mid-stream (Ctrl-C, timeout) is part of the tests
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -230,16 +208,10 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _record(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw
-        recorded = Recorded(self.command, self.path, body, dict(self.headers), time.monotonic())
+        recorded = read_request(self)
         self.fake.requests.append(recorded)
         self._recorded = recorded
-        return body
+        return recorded.body
 
     def _json(self, status: int, data: Any) -> None:
         payload = json.dumps(data).encode()

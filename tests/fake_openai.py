@@ -23,8 +23,10 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fake_http import QuietServer, Recorded, base_url, read_request, serve, shut
 
 # -- what a scripted chat call can do ------------------------------------------------------
 
@@ -97,14 +99,6 @@ class HttpError:
 Scripted = Answer | Events | Json | HttpError
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    body: Any
-    headers: dict[str, str]
-
-
 def awkward_fragments(text: str, size: int = 5) -> list[str]:
     """`text` cut where a naive client breaks: inside a string, inside a \\uXXXX escape,
     between a key and its colon; the rest in pieces of `size` characters."""
@@ -144,7 +138,7 @@ class FakeOpenAI:
     def __post_init__(self) -> None:
         self._script: deque[Scripted] = deque()
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuietServer | None = None
         self._ids = 0
         if not self.models:
             self.add_model("qwen3:8b")
@@ -168,9 +162,7 @@ class FakeOpenAI:
     # lifecycle
     @property
     def root(self) -> str:
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return base_url(self._server)
 
     @property
     def url(self) -> str:
@@ -178,18 +170,11 @@ class FakeOpenAI:
         return self.root + self.prefix
 
     def start(self) -> FakeOpenAI:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = _QuietServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        ).start()
+        self._server = serve(type("Handler", (_Handler,), {"fake": self}))
         return self
 
     def stop(self) -> None:
-        if self._server:
-            self._server.shutdown()
-            self._server.server_close()
+        shut(self._server)
 
     def next_response(self) -> Scripted:
         with self._lock:
@@ -298,11 +283,6 @@ def _usage(answer: Answer) -> dict[str, int]:
     }
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hangs up mid-stream (Ctrl-C, timeout) is part of the tests
-
-
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAI
     protocol_version = "HTTP/1.1"
@@ -322,14 +302,9 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def _record(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw
-        self.fake.requests.append(Recorded(self.command, self.path, body, dict(self.headers)))
-        return body
+        recorded = read_request(self)
+        self.fake.requests.append(recorded)
+        return recorded.body
 
     def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)

@@ -1,0 +1,60 @@
+"""What the fake servers share: a threaded HTTP server on 127.0.0.1, quiet about clients that
+hang up mid-answer, and the record of every request it was sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    body: Any  # the parsed JSON, or the raw bytes when it was not JSON (None: no body)
+    headers: dict[str, str]
+    started: float = 0.0  # time.monotonic() when the request arrived
+    finished: float = 0.0  # … and when its answer was written (0: not yet)
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hangs up mid-stream (Ctrl-C, timeout) is part of the tests
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> QuietServer:
+    """A server for `handler` on a free port of 127.0.0.1, answering in a thread."""
+    server = QuietServer(("127.0.0.1", 0), handler)
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    ).start()
+    return server
+
+
+def shut(server: QuietServer | None) -> None:
+    if server:
+        server.shutdown()
+        server.server_close()
+
+
+def base_url(server: QuietServer | None) -> str:
+    assert server is not None, "the fake server is not started"
+    host, port = server.server_address[:2]
+    return f"http://{host!s}:{port}"
+
+
+def read_request(handler: BaseHTTPRequestHandler) -> Recorded:
+    """The request `handler` is answering, its body read and parsed."""
+    length = int(handler.headers.get("Content-Length") or 0)
+    raw = handler.rfile.read(length) if length else b""
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = raw
+    return Recorded(handler.command, handler.path, body, dict(handler.headers), time.monotonic())
