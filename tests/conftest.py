@@ -65,6 +65,39 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
     return ws
 
 
+# What the wire-client tests send: one user message, one tool.
+MESSAGES = [{"role": "user", "content": "hello"}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+
+
+class RecordingSleep:
+    """A client's sleep that only records how long it was asked to wait (retry back-off)."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> RecordingSleep:
+    return RecordingSleep()
+
+
 @pytest.fixture
 def ollama() -> Iterator[FakeOllama]:
     fake = FakeOllama().start()

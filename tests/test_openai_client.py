@@ -33,39 +33,11 @@ from cli.errors import (
     ServerUnreachable,
     StreamError,
 )
+from tests.conftest import MESSAGES, TOOLS, RecordingSleep
 from tests.fake_openai import Answer, Call, Events, FakeOpenAI, HttpError, Json
 
 MODEL = "qwen3:8b"  # the fake serves this one from the start
-MESSAGES = [{"role": "user", "content": "hello"}]
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    }
-]
-
 MakeClient = Callable[..., OpenAIClient]
-
-
-class RecordingSleep:
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-
-
-@pytest.fixture
-def sleeps() -> RecordingSleep:
-    return RecordingSleep()
 
 
 @pytest.fixture
