@@ -13,6 +13,7 @@ refuses as too long is trimmed harder and sent once more.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
@@ -168,6 +169,7 @@ class Agent:
     def run(self, conversation: list[Message], prompt: str) -> Iterator[Event]:
         """Add the user's prompt to `conversation` and work until the model answers."""
         self._set_system_prompt(conversation)
+        self.context.edits.clear()  # edit_file's failures count per turn
         conversation.append({"role": "user", "content": prompt})
         return self._loop(conversation)
 
@@ -357,6 +359,8 @@ class Agent:
                 decision = self.policy.decide(call.name, arguments)
             except SchemaError as exc:
                 decision = Decision("deny", f"invalid arguments for {call.name}: {exc}", "schema")
+        if call.name == "move_file" and decision.action != "deny":
+            decision = self._move_boundary(decision)
         loss = None
         if decision.action != "deny":
             loss = preflight.unkept(call.name, arguments, decision.paths, self.context)
@@ -378,6 +382,34 @@ class Agent:
         if approval.by == "user" and not reason.startswith("the user"):
             reason = f"the user declined: {reason}"
         return ToolDecided(call, decision, False, "", reason, arguments)
+
+    def _move_boundary(self, decision: Decision) -> Decision:
+        """A directory moves with its whole tree: refused when the tree holds what the policy
+        hides, a person's call when it holds (or would make) an execution surface."""
+        from cli.tools import moves
+
+        source, destination = decision.paths.get("source"), decision.paths.get("destination")
+        if source is None or destination is None:
+            return decision
+        classes = self.policy.classes
+        crossing = moves.boundary(
+            source.entry,
+            destination.entry,
+            self.policy.hides,
+            lambda p: classes.surfaces.match(p) or classes.agent_config.match(p),
+            self.context,
+        )
+        if crossing.refusal:
+            return Decision("deny", crossing.refusal, "move_boundary", paths=decision.paths)
+        if crossing.caution and not (decision.action == "ask" and decision.needs_human):
+            return dataclasses.replace(
+                decision,
+                action="ask",
+                needs_human=True,
+                reason=crossing.caution,
+                rule="move_boundary",
+            )
+        return decision
 
     def execute(self, decided: ToolDecided) -> dict[str, Any]:
         """Run an allowed call (a denied one becomes its error result); never raises for

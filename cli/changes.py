@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-Action = Literal["create", "overwrite", "delete", "mkdir", "restore", "rmdir"]
+Action = Literal["create", "overwrite", "delete", "mkdir", "restore", "rmdir", "move"]
 # What undoing each action does, and so what the undo is recorded as.
 INVERSE: dict[str, Action] = {
     "create": "delete",
@@ -41,12 +41,13 @@ INVERSE: dict[str, Action] = {
     "restore": "delete",
     "mkdir": "rmdir",
     "rmdir": "mkdir",
+    "move": "move",  # back where it came from
 }
 
 
 @dataclass(frozen=True)
 class Change:
-    tool: str  # write_file, delete_file, create_directory, or "undo"
+    tool: str  # write_file, edit_file, delete_file, create_directory, move_file, or "undo"
     action: Action
     path: str  # absolute, symlinks resolved (as the policy checked it)
     kind: str = "file"  # file, directory or symlink
@@ -55,6 +56,9 @@ class Change:
     backup: str | None = None  # blobs/NAME or trash/SLOT/NAME, relative to the store
     after: str | None = None  # sha256 of the file right after the change (None: no file)
     undoes: int | None = None
+    # A move: where the entry came from (`path` is where it went; `backup`, if any, is what
+    # it replaced there, in the trash).
+    origin: str | None = None
     id: int = 0  # given by ChangeStore.record
     time: str = ""
     session: str = ""

@@ -24,15 +24,17 @@ APP_NAME = "metona-agent"
 # The tools the policy knows, in the order the model sees them.
 TOOL_NAMES = (
     "read_file",
+    "edit_file",
     "write_file",
     "list_directory",
     "search_files",
     "create_directory",
+    "move_file",
     "delete_file",
     "run_command",
 )
 READ_TOOLS = frozenset({"read_file", "list_directory", "search_files"})
-WRITE_TOOLS = frozenset({"write_file", "create_directory", "delete_file"})
+WRITE_TOOLS = frozenset({"write_file", "edit_file", "create_directory", "move_file", "delete_file"})
 SETTINGS = ("allow", "ask", "deny")
 SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
@@ -141,7 +143,9 @@ class PolicyConfig:
     sensitive_patterns: list[str] = _setting([], regex=True)
     confirm: str = _setting("write-only", choices=CONFIRM_MODES)
     tools: dict[str, str] = _setting({}, keys=TOOL_NAMES, choices=SETTINGS)
-    unattended: list[str] = _setting(["write_file", "create_directory"], choices=TOOL_NAMES)
+    unattended: list[str] = _setting(
+        ["write_file", "edit_file", "create_directory"], choices=TOOL_NAMES
+    )
     protected_patterns: list[str] = _setting([], regex=True)
     trash: bool = True
     commands: CommandsConfig = field(default_factory=CommandsConfig)

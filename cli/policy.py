@@ -23,17 +23,19 @@ Action = Literal["allow", "ask", "deny"]
 # Which arguments of each tool are paths. run_command's `cwd` defaults to the working dir.
 PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
     "read_file": ("path",),
+    "edit_file": ("path",),
     "write_file": ("path",),
     "list_directory": ("path",),
     "search_files": ("path",),
     "create_directory": ("path",),
+    "move_file": ("source", "destination"),
     "delete_file": ("path",),
     "run_command": ("cwd",),
 }
 # These change things, so they are held to the allowed dirs; reads outside only ask.
 _CONFINED = WRITE_TOOLS | {"run_command"}
 # These open a file's content, so a file with other names (hard links) must be asked about.
-_CONTENT_TOOLS = frozenset({"read_file", "write_file"})
+_CONTENT_TOOLS = frozenset({"read_file", "write_file", "edit_file"})
 
 
 @dataclass(frozen=True)
@@ -167,12 +169,14 @@ class Policy:
         outside = [p for p in paths.values() if not self.is_allowed(p)]
         if outside:
             return self._outside_decision(tool, outside[0], paths)
-        if tool == "delete_file":
-            root = next((d for d in self.allowed_dirs if paths["path"].entry == d), None)
+        if tool in ("delete_file", "move_file"):
+            gone = paths.get("path") or paths.get("source")
+            root = next((d for d in self.allowed_dirs if gone and gone.entry == d), None)
             if root:
+                verb = "deleted" if tool == "delete_file" else "moved"
                 return Decision(
                     "deny",
-                    f"{root} is an allowed directory itself; it cannot be deleted",
+                    f"{root} is an allowed directory itself; it cannot be {verb}",
                     "allowed_root",
                     paths=paths,
                 )
@@ -208,7 +212,7 @@ class Policy:
         if any(agent.match(form) for form in path.forms):
             return "this agent's own config"
         # A recursive delete of a directory holding the config removes it too.
-        if tool == "delete_file" and any(
+        if tool in ("delete_file", "move_file") and any(
             is_within(p, path.entry) for p in self.classes.agent_paths
         ):
             return "a directory holding this agent's own config"

@@ -46,7 +46,7 @@ def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = s
     change = changes[-1] if number is None else next((c for c in changes if c.id == number), None)
     if change is None:
         raise UndoError(f"no change #{number}; `agent history` lists them")
-    if change.evicted:
+    if change.evicted and change.action != "move":  # a move goes back; see _unmove
         raise UndoError(
             f"change #{change.id} can no longer be undone: its backup was dropped to keep the "
             "store under policy.limits.max_backup_bytes (by a later session; a session never "
@@ -74,6 +74,12 @@ def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = s
         "restore": f"move {path} back to the trash",
         "mkdir": f"remove the directory {path}, which change #{change.id} created",
         "rmdir": f"create the directory {path} again",
+        "move": f"move {path} back to {shown(change.origin or '')}"
+        + (
+            ", and bring back from the trash what it replaced"
+            if change.backup and not change.evicted
+            else ""
+        ),
     }[change.action]
     try:
         conflict = _conflict(change, path)
@@ -113,6 +119,11 @@ def _conflict(change: Change, path: str) -> str | None:
             return f"{path} changed since change #{change.id}"
     if change.action in ("delete", "rmdir") and state is not None:
         return f"{path} exists again since change #{change.id}"
+    if change.action == "move":
+        if state is None:
+            return f"{path} was moved or deleted since change #{change.id}; nothing to move back"
+        if change.origin is not None and _state(change.origin) is not None:
+            return f"{change.origin} exists again since change #{change.id}"
     if change.action == "mkdir":
         if state is None:
             return None  # nothing left to remove: applying it will say so
@@ -203,6 +214,28 @@ def _mkdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
     return _record(store, change, kind="directory")
 
 
+def _unmove(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+    """The entry goes back where it came from, and what it replaced (if kept) comes back
+    from the trash. Undoing that moves it again (over what came back: a conflict a person
+    confirms, and what is there goes to the trash first)."""
+    from cli.tools.moves import rename  # the tools' own rename: never over an entry
+
+    if change.origin is None:
+        raise UndoError(f"change #{change.id} does not say where the entry came from")
+    origin = fsops.Target(change.origin, "/", change.origin)
+    if _state(change.origin) is not None:
+        # Confirmed over a conflict: what is there now is kept in the trash.
+        _uncreate(store, Change("undo", "restore", change.origin), origin)
+    if _state(change.path) is None:
+        raise UndoError(f"{change.path} no longer exists; nothing to move back")
+    rename(target, origin)
+    if change.backup and not change.evicted:
+        kept = store.backup_path(change)
+        kind = "symlink" if os.path.islink(kept) else "file"  # only these are replaced
+        fsops.move_back(target, str(kept), kind)
+    return _record(store, change, kind=change.kind, origin=change.path)
+
+
 _INVERT: dict[str, Callable[[ChangeStore, Change, fsops.Target], Change]] = {
     "create": _uncreate,
     "restore": _uncreate,
@@ -210,9 +243,11 @@ _INVERT: dict[str, Callable[[ChangeStore, Change, fsops.Target], Change]] = {
     "delete": _restore,
     "mkdir": _rmdir,
     "rmdir": _mkdir,
+    "move": _unmove,
 }
 
 
 def _record(store: ChangeStore, change: Change, **fields: Any) -> Change:
-    undo = Change("undo", INVERSE[change.action], change.path, undoes=change.id or None)
+    path = change.origin if change.action == "move" and change.origin else change.path
+    undo = Change("undo", INVERSE[change.action], path, undoes=change.id or None)
     return store.record(replace(undo, **fields))

@@ -200,10 +200,12 @@ def test_options_keep_alive_and_tools_are_sent(make_agent: MakeAgent, ollama: Fa
     # run_command is deny by default: not offered at all.
     assert names == [
         "read_file",
+        "edit_file",
         "write_file",
         "list_directory",
         "search_files",
         "create_directory",
+        "move_file",
         "delete_file",
     ]
 

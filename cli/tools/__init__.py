@@ -9,8 +9,9 @@ from cli.config import TOOL_NAMES
 from cli.paths import ResolvedPath
 from cli.schema import SchemaError, validate_arguments
 from cli.tools.base import Result, Tool, ToolContext, ToolError, failure
-from cli.tools.files import CREATE_DIRECTORY, DELETE_FILE, READ_FILE, WRITE_FILE
+from cli.tools.files import CREATE_DIRECTORY, DELETE_FILE, EDIT_FILE, READ_FILE, WRITE_FILE
 from cli.tools.listing import LIST_DIRECTORY
+from cli.tools.moves import MOVE_FILE
 from cli.tools.search import SEARCH_FILES
 from cli.tools.shell import RUN_COMMAND
 
@@ -18,10 +19,12 @@ ALL_TOOLS: Mapping[str, Tool] = {
     t.name: t
     for t in (
         READ_FILE,
+        EDIT_FILE,
         WRITE_FILE,
         LIST_DIRECTORY,
         SEARCH_FILES,
         CREATE_DIRECTORY,
+        MOVE_FILE,
         DELETE_FILE,
         RUN_COMMAND,
     )

@@ -15,7 +15,7 @@ from cli.changes import ChangeStore
 from cli.config import LimitsConfig
 from cli.paths import ResolvedPath, display_path, root_of
 from cli.sandbox import SandboxSpec
-from cli.tools.memory import FileMemory, Fingerprint
+from cli.tools.memory import EditFailures, FileMemory, Fingerprint
 
 Result = dict[str, Any]
 
@@ -62,6 +62,8 @@ class ToolContext:
     trash: bool = True  # policy.trash: delete_file moves to the trash
     # What the model saw of each file this session: writes over someone's edit conflict.
     memory: FileMemory = field(default_factory=FileMemory)
+    # edit_file's failures per file in this turn (the agent clears it each turn).
+    edits: EditFailures = field(default_factory=EditFailures)
     # What a person agreed may go without a backup (see Consent).
     consent: Consent = field(default_factory=Consent)
 

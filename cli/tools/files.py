@@ -1,4 +1,4 @@
-"""read_file, write_file, create_directory, delete_file (seed §5.1)."""
+"""read_file, write_file, edit_file, create_directory, delete_file (seed §5.1)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from cli.tools.base import (
     params,
     string,
 )
+from cli.tools.edits import EditFailed, plan_edit
+from cli.tools.memory import Fingerprint
 
 # -- read_file -------------------------------------------------------------------------------
 
@@ -122,14 +124,19 @@ READ_FILE = Tool(
 def write_file(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
-    checked = paths["path"]
-    path = checked.real  # a symlink inside the allowed dirs is written through, not replaced
     try:
         data = args["content"].encode("utf-8")
     except UnicodeEncodeError:
         raise ToolError(
             "content holds invalid Unicode (a lone surrogate); send valid text"
         ) from None
+    return _store(ctx, paths["path"], data, "write_file")
+
+
+def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> Result:
+    """Write `data` over the checked path the durable way: the old content kept for undo,
+    a conflict if the file changed since the model saw it, the change recorded."""
+    path = checked.real  # a symlink inside the allowed dirs is written through, not replaced
     if len(data) > ctx.limits.max_write_bytes:
         raise fsops.too_large("content", len(data), ctx.limits.max_write_bytes)
     store = ctx.changes
@@ -159,7 +166,7 @@ def write_file(
     if store and backup:
         change = store.record(
             Change(
-                "write_file",
+                tool,
                 "create" if written.created else "overwrite",
                 path=path, size=len(data), mode=written.old_mode,
                 backup=backup.name, after=sha256(data),
@@ -184,6 +191,90 @@ WRITE_FILE = Tool(
         encoding=string("Encoding of the file. Only utf-8.", enum=["utf-8"]),
     ),
     write_file,
+)
+
+
+# -- edit_file -------------------------------------------------------------------------------
+
+
+def edit_file(
+    ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
+) -> Result:
+    checked = paths["path"]
+    path = checked.real
+    shown = ctx.show(path)
+    seen = ctx.memory.expected(path)
+    if seen is None:
+        raise ToolError(
+            f"read {shown} with read_file first: edit_file changes only a file you have read "
+            "in this conversation"
+        )
+    try:
+        edit = plan_edit(
+            _current_text(ctx, checked, seen),
+            str(args["old_string"]),
+            str(args["new_string"]),
+            bool(args.get("replace_all", False)),
+        )
+    except EditFailed as exc:
+        failures = ctx.edits.fail(path)
+        hint = ""
+        if failures >= 2:
+            hint = (
+                f" (edit_file failed {failures} times on {shown} in this turn: if the change is "
+                "large or scattered, write_file the whole new content instead)"
+            )
+        raise ToolError(f"{exc}{hint}") from None
+    try:
+        data = edit.text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ToolError(
+            "new_string holds invalid Unicode (a lone surrogate); send valid text"
+        ) from None
+    result = _store(ctx, checked, data, "edit_file")
+    result.update(
+        replacements=edit.replacements,
+        line_range=list(edit.line_range),
+        diff_stat={"added": edit.added, "removed": edit.removed},
+    )
+    if edit.stage != "exact":
+        result["matched"] = f"ignoring {edit.stage}"
+    return result
+
+
+def _current_text(ctx: ToolContext, checked: ResolvedPath, seen: Fingerprint) -> str:
+    """The file as it is now, as text; a conflict when it is not what the model read."""
+    shown = ctx.show(checked.real)
+    file = fsops.read(fsops.target(ctx, checked.real, checked.file), ctx.limits.max_write_bytes)
+    if file.fingerprint != seen:
+        raise fsops.Conflict(
+            f"{shown} changed on disk since you last read it (someone else edited it); "
+            "read_file it again and base your edit on what it holds now"
+        )
+    if fsops.is_binary(file.data):
+        raise ToolError(f"{shown} is a binary file; edit_file changes only text")
+    try:
+        return file.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"{shown} is not valid UTF-8 (bad byte at offset {exc.start}); edit_file changes "
+            "only UTF-8 text"
+        ) from None
+
+
+EDIT_FILE = Tool(
+    "edit_file",
+    "Replace exact text in a file you have read: old_string (copied from read_file, without "
+    "line numbers; include enough lines to be unique) becomes new_string. Cheaper and safer "
+    "than rewriting the whole file with write_file.",
+    params(
+        ["path", "old_string", "new_string"],
+        path=string("The file to edit: absolute, or relative to the working directory."),
+        old_string=string("The exact text to replace, as the file holds it."),
+        new_string=string("The text to put in its place (may be empty to delete)."),
+        replace_all=boolean("Replace every occurrence, not just a unique one. Default: false."),
+    ),
+    edit_file,
 )
 
 

@@ -805,6 +805,11 @@ def _count_tree(dir_fd: int, name: str, shown: str) -> dict[str, int]:
     return tally.counts
 
 
+def fsync_dir(dir_fd: int) -> None:
+    """Make a directory's new entries durable (see _fsync_dir)."""
+    _fsync_dir(dir_fd)
+
+
 def _fsync_dir(dir_fd: int) -> None:
     """Make a rename or unlink in the directory durable (an O_PATH fd cannot be fsynced)."""
     try:

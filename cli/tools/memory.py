@@ -40,3 +40,20 @@ class FileMemory:
     def clear(self) -> None:
         """A new conversation: the model has seen nothing yet."""
         self._seen.clear()
+
+
+class EditFailures:
+    """How many edit_file calls failed on each file in this turn: after two, the error
+    suggests write_file with the whole content (small models often do better with whole files,
+    aider's benchmarks found). The agent clears it at the start of every turn."""
+
+    def __init__(self) -> None:
+        self._count: dict[str, int] = {}
+
+    def fail(self, path: str) -> int:
+        """Count one more failure on `path`; how many there have been this turn."""
+        self._count[path] = self._count.get(path, 0) + 1
+        return self._count[path]
+
+    def clear(self) -> None:
+        self._count.clear()

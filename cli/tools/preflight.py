@@ -57,13 +57,16 @@ def unkept(
 ) -> Loss | None:
     """The Loss a call would cause, or None when whatever it replaces or removes is kept."""
     store = ctx.changes
-    if store is None or "path" not in paths:
+    if store is None or not paths:
         return None
     try:
-        if tool == "write_file":
+        if tool in ("write_file", "edit_file"):
             return _write(ctx, store, paths["path"])
         if tool == "delete_file" and ctx.trash:
             return _delete(ctx, store, paths["path"], bool(arguments.get("recursive")))
+        if tool == "move_file" and arguments.get("overwrite") and ctx.trash:
+            # What an overwriting move replaces goes to the trash, as a delete would.
+            return _delete(ctx, store, paths["destination"], False)
     except (ToolError, OSError, ValueError):
         # Cannot look: the tool will fail the same way, or keep its backup as usual (and a
         # backup that cannot be written fails the change before anything is replaced).

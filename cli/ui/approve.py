@@ -23,6 +23,7 @@ from cli.backends.messages import ToolCall
 from cli.paths import ResolvedPath, display_path
 from cli.tools import fsops
 from cli.tools.base import ToolError
+from cli.tools.edits import EditFailed, plan_edit
 from cli.ui.cards import card_title
 from cli.ui.keys import KeyReader
 from cli.ui.text import sanitize, shorten
@@ -127,6 +128,11 @@ def describe(request: ApprovalRequest, cwd: str) -> tuple[list[Text], set[str]]:
     args = request.arguments
     if name == "write_file" and "path" in paths:
         return _write(paths["path"], str(args.get("content", "")), cwd), {"path", "content"}
+    if name == "edit_file" and "path" in paths:
+        return _edit(paths["path"], args, cwd), {"path", "old_string", "new_string", "replace_all"}
+    if name == "move_file" and "source" in paths and "destination" in paths:
+        lines = _move(paths["source"], paths["destination"], bool(args.get("overwrite")), cwd)
+        return lines, {"source", "destination", "overwrite"}
     if name == "delete_file" and "path" in paths:
         return _delete(paths["path"], bool(args.get("recursive")), cwd), {"path", "recursive"}
     if name == "create_directory" and "path" in paths:
@@ -193,6 +199,52 @@ def _write(target: ResolvedPath, content: str, cwd: str) -> list[Text]:
         lines.append(Text("  the new content is too large to diff; its first lines:", "yellow"))
         return lines + _numbered(content, PREVIEW_LINES)
     return lines + _diff(old, content)
+
+
+def _edit(target: ResolvedPath, args: Mapping[str, Any], cwd: str) -> list[Text]:
+    """The edit as it will be made: worked out on the file as it is now, as a diff."""
+    path = target.real
+    lines = [_path_line(target, path, cwd)]
+    old, problem = _read_text(path, display_path(path, cwd))
+    if old is None:
+        return [*lines, Text(f"  {problem}: the edit will fail", "yellow")]
+    try:
+        edit = plan_edit(
+            old,
+            str(args.get("old_string", "")),
+            str(args.get("new_string", "")),
+            bool(args.get("replace_all")),
+        )
+    except EditFailed as exc:
+        first = str(exc).split("\n", 1)[0]
+        return [*lines, Text(f"  the edit will fail: {sanitize(first)}", "yellow")]
+    where = f"lines {edit.line_range[0]}-{edit.line_range[1]}"
+    how = "" if edit.stage == "exact" else f", matched ignoring {edit.stage}"
+    count = f"{edit.replacements} replacements" if edit.replacements > 1 else "1 replacement"
+    lines.append(Text(f"  {count} at {where}{how}"))
+    return lines + _diff(old, edit.text)
+
+
+def _move(source: ResolvedPath, destination: ResolvedPath, overwrite: bool, cwd: str) -> list[Text]:
+    src, dst = source.entry, destination.entry  # the entries: a link moves as a link
+    lines = [
+        Text.assemble("  from: ", (sanitize(_where(src, cwd)), "bold")),
+        Text.assemble("  to:   ", (sanitize(_where(dst, cwd)), "bold")),
+    ]
+    try:
+        info = os.lstat(src)
+    except OSError as exc:
+        return [*lines, Text(f"  cannot be looked at ({exc.strerror}); the move will fail")]
+    if stat.S_ISDIR(info.st_mode):
+        lines.append(Text("  a directory, with everything in it"))
+    if os.path.lexists(dst):
+        if overwrite and not os.path.isdir(dst):
+            lines.append(Text("  replaces what is there (it goes to the trash)", "yellow"))
+        else:
+            lines.append(Text("  the destination exists: the move will fail", "yellow"))
+    else:
+        lines += _missing_parents(dst, cwd)
+    return lines
 
 
 def _read_text(path: str, shown: str) -> tuple[str | None, str]:

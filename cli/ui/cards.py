@@ -32,9 +32,11 @@ _STATUS: Mapping[str, tuple[str, str, str]] = {
 _TOOL_ICONS: Mapping[str, str] = {
     "read_file": "📄",
     "write_file": "📝",
+    "edit_file": "✏️",
     "list_directory": "📁",
     "search_files": "🔍",
     "create_directory": "📂",
+    "move_file": "🚚",
     "delete_file": "🧹",
     "run_command": "💻",
 }
@@ -226,12 +228,35 @@ def _changed(verb: str, result: Mapping[str, Any], cwd: str, extra: str = "") ->
     return line
 
 
+def _edit_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if not result.get("success"):
+        return []
+    counts = result.get("diff_stat")
+    stat_: Mapping[str, Any] = counts if isinstance(counts, Mapping) else {}
+    first, last = result.get("line_range") or (0, 0)
+    extra = f"lines {first}-{last} · +{stat_.get('added', 0)} −{stat_.get('removed', 0)}"
+    return [_changed("edited", result, cwd, extra)]
+
+
+def _move_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    if not result.get("success"):
+        return []
+    line = Text("moved", style="green")
+    line.append(f" {sanitize(display_path(str(result.get('source', '')), cwd))}")
+    line.append(f" → {sanitize(display_path(str(result.get('destination', '')), cwd))}")
+    if result.get("replaced"):
+        line.append(" · replaced what was there", style="dim")
+    return [line]
+
+
 _PREVIEWS: Mapping[str, Callable[[Mapping[str, Any], str], list[Text]]] = {
     "read_file": _read_preview,
     "search_files": _search_preview,
     "list_directory": _list_preview,
     "run_command": _command_preview,
     "write_file": _write_preview,
+    "edit_file": _edit_preview,
+    "move_file": _move_preview,
     "delete_file": _delete_preview,
     "create_directory": _mkdir_preview,
 }

@@ -71,6 +71,7 @@ def shorten(text: str, limit: int) -> str:
 KEY_ARGUMENT = {
     "read_file": "path",
     "write_file": "path",
+    "edit_file": "path",
     "list_directory": "path",
     "search_files": "query",
     "create_directory": "path",
@@ -86,6 +87,9 @@ def call_summary(call: ToolCall, limit: int = 80) -> str:
     if call.name == "search_files":
         where = args.get("path", ".")
         return sanitize(shorten(f"{args.get('query', '')!r} in {where}", limit))
+    if call.name == "move_file":
+        text = f"{args.get('source', '')} → {args.get('destination', '')}"
+        return sanitize(shorten(text, limit))
     if key and key in args:
         value = str(args[key])
         extra = ""
@@ -111,6 +115,12 @@ def result_summary(name: str, result: Mapping[str, Any]) -> str:
     if name == "write_file":
         verb = "created" if result.get("created") else "overwrote"
         return f"{verb}, {human_size(int(result.get('bytesWritten', 0)))}"
+    if name == "edit_file":
+        n = int(result.get("replacements") or 0)
+        first, last = result.get("line_range") or (0, 0)
+        return f"{plural(n, 'replacement')}, lines {first}-{last}"
+    if name == "move_file":
+        return "moved, replacing what was there" if result.get("replaced") else "moved"
     if name == "list_directory":
         more = " (truncated)" if result.get("truncated") else ""
         return f"{result.get('total', 0)} entries{more}"

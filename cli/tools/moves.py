@@ -1,0 +1,299 @@
+"""move_file: rename or move a file or directory within the allowed dirs, never across a
+policy boundary, and never over something without keeping it.
+
+A rename changes no content, so what matters is where things end up. The policy checks both
+paths (blocked, secret, protected, outside the allowed dirs: as for writes). A directory
+carries its whole tree along, so before it moves every entry in it is looked at, as it is and
+as it would be named after the move (`boundary`): a tree holding a secret or a blocked dir is
+refused (`~/.config` moved to `~/cfg` would turn `~/.config/gh/hosts.yml` into a file the
+policy no longer knows as a secret), and one holding an execution surface, or that would make
+one, needs a person.
+
+The rename itself is one `renameat2(RENAME_NOREPLACE)` between two directory fds reached
+without following a symlink (fsops.parent_dir), so nothing that appears at the destination
+between the check and the rename is overwritten. An existing destination is replaced only with
+`overwrite`, and then it first goes to the trash (a change `agent undo` reverses: the entry
+moves back and what it replaced comes back from the trash). Across file systems a move would
+be a copy and a delete: refused, with what to do instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import stat
+import sys
+from collections.abc import Callable, Mapping
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any
+
+from cli.changes import Change
+from cli.paths import ResolvedPath
+from cli.tools import fsops
+from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, params, string
+from cli.tools.walk import Walk
+
+RENAME_NOREPLACE = 1
+MAX_CHECKED_ENTRIES = 10_000  # a larger tree is not looked through: a person decides
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """What moving a directory's tree would do at the policy's edges."""
+
+    refusal: str | None = None  # why it must not move at all
+    caution: str | None = None  # why only a person may let it move
+
+
+def boundary(
+    source: str,
+    destination: str,
+    hides: Callable[[str], bool],
+    is_surface: Callable[[str], bool],
+    ctx: ToolContext,
+) -> Crossing:
+    """Look through the tree at `source` (a directory) as it is and as it would be at
+    `destination`. Not a directory, or nothing there: nothing to look at."""
+    try:
+        target = fsops.target(ctx, source)
+        entry = fsops.inspect(target)
+    except (ToolError, ValueError, OSError):
+        return Crossing()  # the move fails the same way when it runs
+    if entry is None or not stat.S_ISDIR(entry.info.st_mode):
+        return Crossing()
+    caution = None
+    try:
+        with fsops.open_dir(target) as top:
+            walk = Walk(
+                top,
+                source,
+                max_visits=MAX_CHECKED_ENTRIES,
+                include_hidden=True,
+                hides=lambda _path: False,  # entered, to see every name under it
+            )
+            with closing(walk):
+                for found in walk:
+                    moved = os.path.join(destination, found.relative)
+                    if hides(found.path) or hides(moved):
+                        shown = ctx.show(found.path)
+                        return Crossing(
+                            refusal=f"{ctx.show(source)} holds {shown}, which the policy hides "
+                            "(a secret or a blocked dir); moving it would change how it is "
+                            "protected, so it is not moved"
+                        )
+                    if caution is None and (is_surface(found.path) or is_surface(moved)):
+                        caution = (
+                            f"{ctx.show(source)} holds {ctx.show(found.path)}, an execution "
+                            "surface here or after the move (its content makes code run "
+                            "later), so a person must confirm"
+                        )
+            if walk.truncated:
+                return Crossing(
+                    caution=caution
+                    or f"{ctx.show(source)} holds more than {MAX_CHECKED_ENTRIES} entries (or "
+                    "nests too deep) to look through, so a person must confirm"
+                )
+    except (ToolError, OSError):
+        return Crossing()
+    return Crossing(caution=caution)
+
+
+# -- the tool -------------------------------------------------------------------------------------
+
+
+def move_file(
+    ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
+) -> Result:
+    # The entries themselves: a symlink moves as a link, never what it points to.
+    source, destination = paths["source"].entry, paths["destination"].entry
+    if source == destination:
+        raise ToolError("source and destination are the same path; nothing to move")
+    if destination.startswith(source + "/"):
+        raise ToolError(f"{ctx.show(destination)} is inside {ctx.show(source)}; cannot move there")
+    overwrite = bool(args.get("overwrite", False))
+    store = ctx.changes
+    slot = store.trash_slot() if store and overwrite and ctx.trash else None
+    try:
+        moved = _move(ctx, source, destination, overwrite, str(slot) if slot else None)
+    finally:
+        if slot and not any(slot.iterdir()):
+            slot.rmdir()  # nothing was displaced
+    ctx.memory.remember(source, None)
+    ctx.memory.remember(destination, None)
+    result: Result = {
+        "success": True,
+        "source": source,
+        "destination": destination,
+        "type": moved.kind,
+        "replaced": moved.displaced is not None,
+    }
+    if store:
+        backup = None
+        if slot and moved.displaced is not None and moved.trashed:
+            backup = store.relative(slot / os.path.basename(destination))
+        change = store.record(
+            Change("move_file", "move", destination, kind=moved.kind, origin=source, backup=backup)
+        )
+        result["change"] = change.id
+        if moved.displaced is not None and backup is None:
+            why = "policy.trash is off" if not ctx.trash else "too large to keep; the user agreed"
+            result["note"] = (
+                f"the {moved.displaced} it replaced was not kept ({why}): the move can be "
+                "undone, the replacing cannot"
+            )
+    return result
+
+
+@dataclass(frozen=True)
+class Moved:
+    kind: str  # what moved: file, directory or symlink
+    displaced: str | None = None  # the kind of what it replaced, if anything
+    trashed: bool = False  # … which went to the trash
+
+
+def _move(
+    ctx: ToolContext, source: str, destination: str, overwrite: bool, trash: str | None
+) -> Moved:
+    src = fsops.target(ctx, source)
+    dst = fsops.target(ctx, destination)
+    if not src.parts:
+        raise ToolError(f"{src.shown} is an allowed directory itself; it cannot be moved")
+    kind = _kind_at(src)
+    if kind is None:
+        raise ToolError(f"{src.shown} does not exist")
+    there = _kind_at(dst)
+    displaced, trashed = None, False
+    if there is not None:
+        if not overwrite:
+            raise ToolError(
+                f"{dst.shown} exists; set overwrite to replace it (it is kept for undo), or "
+                "choose another destination"
+            )
+        if there == "directory":
+            raise ToolError(
+                f"{dst.shown} is a directory, which is never replaced; to move into it, give "
+                f"the full new path ({dst.shown}/{os.path.basename(source)})"
+            )
+        if kind == "directory":
+            raise ToolError(f"{dst.shown} is a {there}; a directory does not replace it")
+        removed = fsops.remove(
+            dst,
+            recursive=False,
+            trash=trash,
+            trash_limit=ctx.limits.max_backup_bytes,
+            lose=ctx.consent.take(destination),
+        )
+        displaced, trashed = removed.kind, removed.trashed
+    try:
+        rename(src, dst)
+    except BaseException:
+        if displaced is not None and trashed and trash:
+            # The move did not happen: what it was to replace goes back where it was.
+            fsops.move_back(dst, os.path.join(trash, os.path.basename(destination)), displaced)
+        raise
+    return Moved(kind, displaced, trashed)
+
+
+def _kind_at(target: fsops.Target) -> str | None:
+    entry = fsops.inspect(target)
+    if entry is None:
+        return None
+    mode = entry.info.st_mode
+    return "directory" if stat.S_ISDIR(mode) else "symlink" if stat.S_ISLNK(mode) else "file"
+
+
+def rename(src: fsops.Target, dst: fsops.Target) -> None:
+    """Rename src's entry to dst, creating dst's missing parents; never over an existing
+    entry, never through a symlink on either side."""
+    with (
+        fsops.parent_dir(src) as (src_fd, src_name),
+        fsops.parent_dir(dst, make_parents=True) as (dst_fd, dst_name),
+    ):
+        try:
+            _rename_noreplace(src_fd, src_name, dst_fd, dst_name)
+        except OSError as exc:
+            raise _rename_error(exc, src, dst) from None
+        fsops.fsync_dir(dst_fd)
+        fsops.fsync_dir(src_fd)
+
+
+def _rename_error(exc: OSError, src: fsops.Target, dst: fsops.Target) -> ToolError:
+    if exc.errno == errno.EXDEV:
+        return ToolError(
+            f"{src.shown} and {dst.shown} are on different file systems; move_file only "
+            "renames: copy it with read_file/write_file and delete the original instead"
+        )
+    if exc.errno == errno.EEXIST:
+        return ToolError(f"{dst.shown} appeared meanwhile; not overwritten")
+    if exc.errno == errno.EINVAL:
+        return ToolError(f"{dst.shown} is inside {src.shown}; cannot move there")
+    return fsops.os_error(exc, src.shown, src.path)
+
+
+def _rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
+    call = _renameat2()
+    if call is not None:
+        try:
+            call(src_fd, src, dst_fd, dst, RENAME_NOREPLACE)
+            return
+        except OSError as exc:
+            # ENOSYS: an old kernel or a seccomp filter; EINVAL: a file system without the
+            # flag (some FUSE and network ones). Fall back to look-then-rename, whose window
+            # is the one call between the two.
+            if exc.errno not in (errno.ENOSYS, errno.EINVAL, errno.EPERM):
+                raise
+    if _exists(dst_fd, dst):
+        raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
+    os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@functools.cache
+def _renameat2() -> Callable[[int, str, int, str, int], None] | None:
+    """glibc's renameat2 through ctypes (Linux ≥ 3.15, glibc ≥ 2.28), or None."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.restype = ctypes.c_int
+    function.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+
+    def call(src_fd: int, src: str, dst_fd: int, dst: str, flags: int) -> None:
+        if function(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), flags) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), dst)
+
+    return call
+
+
+MOVE_FILE = Tool(
+    "move_file",
+    "Rename or move a file or directory (within the allowed directories). The destination is "
+    "the full new path. An existing destination is replaced only with overwrite=true.",
+    params(
+        ["source", "destination"],
+        source=string("The file or directory to move."),
+        destination=string("Its new path (not the directory to move it into)."),
+        overwrite=boolean("Replace an existing file at destination. Default: false."),
+    ),
+    move_file,
+)
