@@ -48,11 +48,23 @@ from cli.events import (
     Finished,
     Notice,
     StepFinished,
+    StopReason,
     ThinkingDelta,
     ToolCallProposed,
     ToolDecided,
     ToolResult,
 )
+from cli.guards import (
+    STOP_AFTER,
+    WRAP_UP,
+    RepeatGuard,
+    StepLimitAnswer,
+    labelled_results,
+    rejects_tool_role,
+    unparsable_call,
+    wrap_up_always,
+)
+from cli.instructions import Instructions
 from cli.policy import Decision, Policy
 from cli.prompt import Surroundings, build_system_prompt
 from cli.schema import SchemaError, validate_arguments
@@ -74,6 +86,10 @@ class AgentSettings:
     system_prompt: str = ""  # the user's addition, appended to ours
     max_answer_chars: int = 200_000  # one model call streaming more is stopped: a loop
     max_num_ctx: int = 32768  # the most num_ctx asked for unless options.num_ctx is more
+    # How tools reach the model: native (the `tools` field), prompt (described in the system
+    # prompt, calls read back from text), auto (native when the model reports tool support).
+    tool_mode: str = "auto"
+    instructions: str = ""  # the project's instructions section (cli/instructions.py)
 
 
 @dataclass(frozen=True)
@@ -145,6 +161,15 @@ class Agent:
         self.toolbox = toolbox
         self.calibration = Calibration()  # per model: our token estimate against the server's
         self._models: dict[str, ModelInfo] = {}
+        self._told: set[str] = set()  # notices already given this session
+        # The project's instruction files in the system prompt (the wiring loads them).
+        self.instructions = Instructions()
+        # What to do when the model is still calling tools at the step limit: `agent run`
+        # wraps up; chat asks the user (continue, wrap up, stop).
+        self.at_step_limit: Callable[[int], StepLimitAnswer] = wrap_up_always
+        # Servers (per model) that refused `role: tool` messages without tools: results go
+        # to them as labelled user messages.
+        self._no_tool_role: set[str] = set()
 
     # -- model ----------------------------------------------------------------------------
 
@@ -155,14 +180,40 @@ class Agent:
             self._models[name] = self.backend.model_info(name)
         return self._models[name]
 
+    def tool_mode(self, info: ModelInfo | None = None) -> str:
+        """native | prompt | off: how this model gets its tools (off: the policy enables
+        none, or agent.tool_mode is native and the model has no tool support)."""
+        info = info or self.model_info()
+        if not self.policy.enabled_tools():
+            return "off"
+        mode = self.settings.tool_mode
+        if mode == "auto":
+            return "native" if info.supports_tools else "prompt"
+        if mode == "native" and not info.supports_tools:
+            return "off"
+        return mode
+
     def tools_on(self) -> bool:
-        return self.model_info().supports_tools and bool(self.policy.enabled_tools())
+        return self.tool_mode() != "off"
 
     def thinking_on(self) -> bool:
         return bool(self.settings.think) and self.model_info().supports_thinking
 
-    def system_prompt(self) -> str:
-        return build_system_prompt(self.surroundings, self.tools_on(), self.settings.system_prompt)
+    def system_prompt(self, mode: str | None = None) -> str:
+        mode = mode or self.tool_mode()
+        described = ""
+        if mode == "prompt":
+            from cli.toolprompt import describe_tools
+
+            names = self.policy.enabled_tools()
+            described = describe_tools([self.toolbox[n].definition() for n in names])
+        return build_system_prompt(
+            self.surroundings,
+            mode != "off",
+            self.settings.system_prompt,
+            tools_text=described,
+            instructions=self.settings.instructions,
+        )
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -176,54 +227,136 @@ class Agent:
     def _loop(self, conversation: list[Message]) -> Iterator[Event]:
         started = self.clock()
         info = self.model_info()
-        tool_names = self.policy.enabled_tools() if info.supports_tools else []
-        yield from self._capability_notices(info)
-        request_tools = [self.toolbox[name].definition() for name in tool_names]
-        tools_cost = estimate_tokens(json.dumps(request_tools)) if request_tools else 0
+        mode = self.tool_mode(info)
+        tool_names = self.policy.enabled_tools() if mode != "off" else []
+        yield from self._capability_notices(info, mode)
+        definitions = [self.toolbox[name].definition() for name in tool_names]
         loaded = self._loaded_context(info.name)
-        total, steps, retried_empty = Stats(), 0, False
+        total, steps, retried_empty, limit = Stats(), 0, False, self.settings.max_steps
+        guard = RepeatGuard()
         while True:
             steps += 1
+            request_tools = definitions if mode == "native" else []
+            tools_cost = estimate_tokens(json.dumps(request_tools)) if request_tools else 0
             plan = self._plan(conversation, info, tools_cost, loaded)
-            turn, plan = yield from self._call(conversation, plan, info, request_tools, tools_cost)
+            kept = len(conversation)
+            try:
+                turn, plan = yield from self._call(
+                    conversation, plan, info, request_tools, tools_cost
+                )
+            except AgentError as exc:
+                if self._refused_tool_role(exc, mode, conversation):
+                    steps -= 1
+                    continue
+                if mode != "native" or not unparsable_call(exc.message):
+                    raise
+                # The server could not read the model's own tool call: the same step once
+                # more with the tools in the prompt, which we parse ourselves.
+                del conversation[kept:]  # what streamed before the failure is asked again
+                mode = "prompt"
+                self._set_system_prompt(conversation, mode)
+                yield Notice(
+                    "the server could not parse the model's tool call; asking again with the "
+                    "tools described in the prompt, for the rest of this turn"
+                )
+                steps -= 1
+                continue
             loaded = plan.num_ctx  # the model is loaded with it now
             self.calibration.observe(info.name, plan.estimate, turn.stats.prompt_eval_count)
             context = self._context_use(plan, turn.stats)
             total = total + turn.stats
-            calls, content = turn.calls, turn.content
+            calls, content, said = turn.calls, turn.content, turn.content
             if not calls:
-                # Also when no tools were offered: such a call is refused (_run_call), and the
-                # model reads why instead of the user reading the call.
-                calls, content = extract_tool_calls(turn.content, TOOL_NAMES)
-            conversation.append(turn.message(calls, content))
+                # Only the offered tools' names: anything else written as a call is text.
+                calls, content = extract_tool_calls(turn.content, tool_names)
+                # In prompt mode the model sees its own calls as it wrote them: templates of
+                # models without tool support do not show `tool_calls`.
+                said = turn.content if mode == "prompt" else content
+            conversation.append(turn.message(calls, said))
             yield StepFinished(steps, turn.stats, len(calls), turn.done_reason)
             elapsed = self.clock() - started
             if not calls:
-                if not content.strip() and not retried_empty and steps < self.settings.max_steps:
+                if turn.done_reason == "length":
+                    yield Notice(self._cut_notice())
+                if not content.strip() and turn.thinking.strip():
+                    # Some models put the whole answer in their thinking: better shown than
+                    # lost (the user did not necessarily ask to see thinking).
+                    yield Notice("the model answered only in its thinking; showing that")
+                    content = turn.thinking.strip()
+                elif not content.strip() and not retried_empty and steps < limit:
                     # An empty answer after tool results is a known local-model failure
                     # (ollama#10899): asking once more usually gets the real answer.
                     retried_empty = True
                     conversation.pop()
                     yield Notice("the model sent an empty answer; asking it once more")
                     continue
+                elif not content.strip():
+                    yield Notice("the model sent an empty answer again; nothing to show")
                 yield Finished("answer", content, steps, total, elapsed, context=context)
                 return
-            if steps >= self.settings.max_steps:
-                why = (
-                    f"not run: the step limit (agent.max_steps={self.settings.max_steps}) "
-                    "was reached"
-                )
-                for call in calls:
-                    conversation.append(tool_message(call, {"success": False, "error": why}))
-                yield Finished(
-                    "max_steps", content, steps, total, elapsed, len(calls), context=context
-                )
-                return
-            stopped = yield from self._run_calls(calls, steps, conversation, tool_names)
+            if steps >= limit:
+                answer = self.at_step_limit(steps)
+                if answer.action == "continue" and answer.steps > 0:
+                    limit += answer.steps
+                else:
+                    why = f"not run: the step limit (agent.max_steps={limit}) was reached"
+                    for call in calls:
+                        conversation.append(tool_message(call, {"success": False, "error": why}))
+                    if answer.action == "wrap":
+                        summary, spent = yield from self._wrap_up(conversation, info, steps)
+                        content, total = summary or content, total + spent
+                    elapsed = self.clock() - started
+                    yield Finished(
+                        "max_steps", content, steps, total, elapsed, len(calls), context=context
+                    )
+                    return
+            stopped = yield from self._run_calls(calls, steps, conversation, tool_names, guard)
             if stopped:
                 elapsed = self.clock() - started
-                yield Finished("stopped", content, steps, total, elapsed, context=context)
+                yield Finished(stopped, content, steps, total, elapsed, context=context)
                 return
+
+    def _refused_tool_role(self, exc: AgentError, mode: str, conversation: list[Message]) -> bool:
+        """Prompt mode sends no `tools`, and a few servers then refuse `role: tool` messages:
+        from then on this model gets its results as labelled user messages. True: retry."""
+        model = self.settings.model
+        if mode != "prompt" or model in self._no_tool_role or not rejects_tool_role(exc.message):
+            return False
+        if not any(m.get("role") == "tool" for m in conversation):
+            return False
+        self._no_tool_role.add(model)
+        return True
+
+    def _wrap_up(
+        self, conversation: list[Message], info: ModelInfo, steps: int
+    ) -> Generator[Event, None, tuple[str, Stats]]:
+        """One last call with no tools: the model reports what it did and what is left. Its
+        answer is kept in the conversation; the request for it is not."""
+        asked = [*conversation, {"role": "user", "content": WRAP_UP.format(steps=steps)}]
+        plan = self._plan(asked, info, 0, None)
+        turn = _Turn()
+        yield Notice("step limit reached: asking the model to sum up what it did")
+        try:
+            yield from self._stream(self._request(plan, info, []), turn, [])
+        except AgentError as exc:
+            yield Notice(f"no summary: {exc.message}")
+            return "", Stats()
+        text = turn.content.strip()
+        if text:
+            conversation.append({"role": "assistant", "content": turn.content})
+        return text, turn.stats
+
+    def _cut_notice(self) -> str:
+        predict = _positive_int(self.settings.options.get("num_predict"))
+        if predict:
+            return (
+                f"the answer was cut at ollama.options.num_predict ({predict} tokens): raise it "
+                "for longer answers"
+            )
+        return (
+            "the answer was cut: the model ran out of room (the context or the server's "
+            "token limit); raise ollama.max_num_ctx or the server's limit, or ask for less"
+        )
 
     def _call(
         self,
@@ -285,9 +418,12 @@ class Agent:
     def _request(
         self, plan: _Plan, info: ModelInfo, request_tools: list[dict[str, Any]]
     ) -> ChatRequest:
+        messages = plan.messages
+        if not request_tools and self.settings.model in self._no_tool_role:
+            messages = labelled_results(messages)
         return ChatRequest(
             model=self.settings.model,
-            messages=plan.messages,
+            messages=messages,
             tools=request_tools,
             think=self._think_field(info),
             options={**self.settings.options, "num_ctx": plan.num_ctx},
@@ -300,10 +436,13 @@ class Agent:
         step: int,
         conversation: list[Message],
         offered: Sequence[str],
-    ) -> Generator[Event, None, bool]:
-        """Decide and run each call in order; returns True if the user stopped the turn.
+        guard: RepeatGuard | None = None,
+    ) -> Generator[Event, None, StopReason | None]:
+        """Decide and run each call in order; returns why the turn must stop ("stopped": the
+        user said so; "repeating": the model kept making a refused call), or None.
         `offered`: the tools this request sent; a call to any other is refused."""
         cap = self.context.limits.max_tool_calls_per_step
+        guard = guard or RepeatGuard()
         answered = 0
         try:
             if len(calls) > cap:
@@ -311,21 +450,29 @@ class Agent:
                     f"the model asked for {len(calls)} tool calls in one turn; "
                     f"only the first {cap} run (policy.limits.max_tool_calls_per_step)"
                 )
-            stop = False
+            stop: StopReason | None = None
             for index, call in enumerate(calls):
-                if stop or index >= cap:
-                    why = (
-                        "cancelled: the user stopped this turn"
-                        if stop
-                        else f"not run: at most {cap} tool calls run per turn"
+                if not stop and index < cap and guard.verdict(call) == "stop":
+                    stop = "repeating"
+                    yield Notice(
+                        f"the model repeated a refused call ({call.name}) "
+                        f"{STOP_AFTER + 1} times; this turn is stopped"
                     )
+                if stop or index >= cap:
+                    why = {
+                        "stopped": "cancelled: the user stopped this turn",
+                        "repeating": "not run: this turn was stopped (the call was repeated "
+                        "after being refused)",
+                        None: f"not run: at most {cap} tool calls run per turn",
+                    }[stop]
                     conversation.append(tool_message(call, {"success": False, "error": why}))
                     answered += 1
                     continue
-                result_event, stop = yield from self._run_call(call, step, offered)
+                result_event, user_stop = yield from self._run_call(call, step, offered, guard)
                 conversation.append(tool_message(call, result_event.result))
                 answered += 1
                 yield result_event
+                stop = "stopped" if user_stop else None
             return stop
         finally:
             # Interrupted mid-way: every call still gets its tool message, so the history
@@ -335,14 +482,28 @@ class Agent:
                 conversation.append(tool_message(call, result))
 
     def _run_call(
-        self, call: ToolCall, step: int, offered: Sequence[str]
+        self,
+        call: ToolCall,
+        step: int,
+        offered: Sequence[str],
+        guard: RepeatGuard | None = None,
     ) -> Generator[Event, None, tuple[ToolResult, bool]]:
         yield ToolCallProposed(call, step)
-        decided = self._not_offered(call, offered) or self.decide(call)
+        decided = self._not_offered(call, offered) or self._repeated(call, guard)
+        decided = decided or self.decide(call)
         yield decided
         started = self.clock()
         result = self.execute(decided)
+        if guard is not None:
+            guard.record(call, result)
         return ToolResult(call, result, self.clock() - started, decided), decided.stop_turn
+
+    @staticmethod
+    def _repeated(call: ToolCall, guard: RepeatGuard | None) -> ToolDecided | None:
+        if guard is None or guard.verdict(call) == "run":
+            return None
+        reason = guard.refusal(call)
+        return ToolDecided(call, Decision("deny", reason, "repeated"), False, "", reason)
 
     def decide(self, call: ToolCall) -> ToolDecided:
         """Schema → policy → preflight → approver (only for "ask"): the final say on one
@@ -475,19 +636,33 @@ class Agent:
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _set_system_prompt(self, conversation: list[Message]) -> None:
-        system = {"role": "system", "content": self.system_prompt()}
+    def _set_system_prompt(self, conversation: list[Message], mode: str | None = None) -> None:
+        system = {"role": "system", "content": self.system_prompt(mode)}
         if conversation and conversation[0].get("role") == "system":
             conversation[0] = system
         else:
             conversation.insert(0, system)
 
-    def _capability_notices(self, info: ModelInfo) -> Iterator[Event]:
+    def _capability_notices(self, info: ModelInfo, mode: str) -> Iterator[Event]:
+        """What the model cannot do, said once per session (not on every turn)."""
+        notices = []
         if not info.supports_tools and self.policy.enabled_tools():
-            yield Notice(f"model '{info.name}' does not support tools: it answers without them")
+            if mode == "prompt":
+                notices.append(
+                    f"model '{info.name}' has no native tool support: its tools are described "
+                    "in the prompt instead (agent.tool_mode)"
+                )
+            else:
+                notices.append(
+                    f"model '{info.name}' does not support tools: it answers without them"
+                )
         # Assumed capabilities come with the backend's own note, which says this already.
         if self.settings.think and not info.supports_thinking and not info.capabilities_assumed:
-            yield Notice(f"model '{info.name}' cannot think: thinking stays off")
+            notices.append(f"model '{info.name}' cannot think: thinking stays off")
+        for text in notices:
+            if text not in self._told:
+                self._told.add(text)
+                yield Notice(text)
 
     def _think_field(self, info: ModelInfo) -> bool | str | None:
         """`think` only when asked for and possible: a level as it is, true or false as a

@@ -22,6 +22,8 @@ from cli import __version__
 
 if TYPE_CHECKING:
     from cli.changes import ChangeStore
+    from cli.instructions import Instructions
+    from cli.wiring import Choices
 from cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -120,6 +122,15 @@ ThinkLevelOpt = Annotated[
         metavar="LEVEL",
         help="Think at this level: low, medium, high or max (gpt-oss takes low, medium, high); "
         "implies --think.",
+    ),
+]
+
+NoInstructionsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-instructions",
+        help="Leave out the project's AGENTS.md / CLAUDE.md files (default: "
+        "agent.project_instructions).",
     ),
 ]
 
@@ -227,12 +238,28 @@ def run(
     think: ThinkOpt = None,
     think_level: ThinkLevelOpt = None,
     api: ApiOpt = None,
+    no_instructions: NoInstructionsOpt = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "-v", "--verbose", help="Also say on stderr which instruction files were read."
+        ),
+    ] = False,
 ) -> None:
+    from cli.wiring import Choices
+
     with command(ctx) as terminal:
         thinking = think_choice(think, think_level)
-        code = _run(
-            terminal, prompt, yes, as_json, model, host, config, thinking, max_steps, api=api
+        choices = Choices(
+            model,
+            host,
+            config,
+            thinking,
+            max_steps,
+            api=api,
+            instructions=False if no_instructions else None,
         )
+        code = _run(terminal, prompt, yes, as_json, choices, verbose=verbose)
     raise typer.Exit(code)
 
 
@@ -241,12 +268,9 @@ def _run(
     prompt: str,
     yes: bool,
     as_json: bool,
-    model: str | None,
-    host: str | None,
-    config_path: str | None,
-    think: bool | str | None,
-    max_steps: int | None,
-    api: str | None = None,
+    choices: Choices,
+    *,
+    verbose: bool = False,
 ) -> int:
     from rich.console import Console
 
@@ -256,9 +280,8 @@ def _run(
     from cli.policy import Policy
     from cli.ui.confirm import LineApprover
     from cli.ui.trace import RunRecord, RunTrace
-    from cli.wiring import Choices, build_agent, load
+    from cli.wiring import build_agent, load
 
-    choices = Choices(model, host, config_path, think, max_steps, api=api)
     config = load(choices, terminal.environ)
     text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
     console = Console(file=terminal.stderr, highlight=False, soft_wrap=True)
@@ -287,6 +310,8 @@ def _run(
         with contextlib.closing(audited(agent.run(conversation, text), audit_log)) as events:
             if agent.model_info().note:  # what the backend had to assume, said once
                 trace.handle(Notice(agent.model_info().note))
+            for line in _instruction_lines(agent.instructions, verbose):
+                trace.handle(Notice(line))
             trace.consume(events)
     except (AgentError, KeyboardInterrupt) as exc:
         saved = _save_unfinished(terminal, agent.settings.model, conversation)
@@ -305,7 +330,20 @@ def _run(
     elif record.answer:
         terminal.stdout.write(shown_answer(record.answer, _isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
-    return EXIT_STEP_LIMIT if record.stop_reason == "max_steps" else EXIT_OK
+    if record.stop_reason in ("max_steps", "repeating"):
+        return EXIT_STEP_LIMIT
+    return EXIT_OK
+
+
+def _instruction_lines(instructions: Instructions, verbose: bool) -> list[str]:
+    """What `-v` says of the project's instruction files; what was cut is said always."""
+    lines = []
+    if verbose:
+        read = instructions.summary()
+        lines.append(f"instructions: {read}" if read else "instructions: no files")
+    return lines + [
+        f"instructions: {note}" for note in instructions.notes if verbose or "cut" in note
+    ]
 
 
 def shown_answer(answer: str, on_terminal: bool) -> str:
@@ -353,6 +391,7 @@ def chat(
     think: ThinkOpt = None,
     think_level: ThinkLevelOpt = None,
     api: ApiOpt = None,
+    no_instructions: NoInstructionsOpt = False,
     resume: Annotated[
         bool,
         typer.Option(
@@ -369,21 +408,17 @@ def chat(
             raise UsageError(
                 f"a session name ({name}) only goes with --resume: agent chat --resume {name}"
             )
+        from cli.wiring import Choices
+
         thinking = think_choice(think, think_level)
-        code = _chat(terminal, model, host, config, thinking, resume, name, api=api)
+        choices = Choices(
+            model, host, config, thinking, api=api, instructions=False if no_instructions else None
+        )
+        code = _chat(terminal, choices, resume, name)
     raise typer.Exit(code)
 
 
-def _chat(
-    terminal: Terminal,
-    model: str | None,
-    host: str | None,
-    config_path: str | None,
-    think: bool | str | None,
-    resume: bool,
-    name: str | None,
-    api: str | None = None,
-) -> int:
+def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) -> int:
     from rich.console import Console
     from rich.markup import escape
 
@@ -395,9 +430,8 @@ def _chat(
     from cli.ui.render import ChatRenderer
     from cli.ui.repl import ChatSession, think_state
     from cli.ui.text import sanitize
-    from cli.wiring import Choices, build_agent, load
+    from cli.wiring import build_agent, load
 
-    choices = Choices(model, host, config_path, think, api=api)
     config = load(choices, terminal.environ)
     console = Console(file=terminal.stdout, highlight=False)
     approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd)
@@ -421,6 +455,11 @@ def _chat(
     )
     if info.note:  # what the backend had to assume about the model, said once
         console.print(f"[yellow]note:[/] {escape(sanitize(info.note))}", highlight=False)
+    read = agent.instructions.summary()
+    if read:
+        console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
+    for note in agent.instructions.notes:
+        console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
     renderer = ChatRenderer(console, cwd=agent.policy.cwd, show_thinking=bool(settings.think))
     store = SessionStore(data_dir(terminal.environ) / "sessions")
     session = ChatSession(

@@ -36,6 +36,7 @@ TOOL_NAMES = (
 READ_TOOLS = frozenset({"read_file", "list_directory", "search_files"})
 WRITE_TOOLS = frozenset({"write_file", "edit_file", "create_directory", "move_file", "delete_file"})
 SETTINGS = ("allow", "ask", "deny")
+TOOL_MODES = ("auto", "native", "prompt")
 SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
 # `think` as Ollama takes it besides true/false (api.ThinkValue); gpt-oss takes only these.
@@ -99,6 +100,9 @@ class AgentConfig:
     max_steps: int = _setting(10, minimum=1)
     system_prompt: str = ""
     max_answer_chars: int = _setting(200_000, minimum=1000)
+    tool_mode: str = _setting("auto", choices=TOOL_MODES)
+    project_instructions: bool = True
+    instructions_max_bytes: int = _setting(8192, minimum=0)
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,21 @@ class Surroundings:
     today: date
 
 
-def build_system_prompt(where: Surroundings, tools_on: bool, extra: str = "") -> str:
+def build_system_prompt(
+    where: Surroundings,
+    tools_on: bool,
+    extra: str = "",
+    *,
+    tools_text: str = "",
+    instructions: str = "",
+) -> str:
+    """Ours first (who it is, the tool rules, the tools when described in the prompt, where
+    it stands), then the project's instructions, then the user's own addition."""
     parts = ["You are metona-agent, an assistant working on the user's local files."]
     if tools_on:
         parts.append(TOOL_RULES)
+    if tools_text.strip():
+        parts.append(tools_text.strip())
     parts.append(
         "\n".join(
             [
@@ -44,6 +55,8 @@ def build_system_prompt(where: Surroundings, tools_on: bool, extra: str = "") ->
             ]
         )
     )
+    if instructions.strip():
+        parts.append(instructions.strip())
     if extra.strip():
         parts.append(extra.strip())
     return "\n\n".join(parts)

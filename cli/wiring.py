@@ -18,6 +18,7 @@ from cli.changes import ChangeStore
 from cli.config import (
     API_KINDS,
     Config,
+    config_dir,
     config_locations,
     data_dir,
     find_config,
@@ -26,6 +27,7 @@ from cli.config import (
     state_dir,
 )
 from cli.errors import UsageError
+from cli.instructions import Instructions, load_instructions
 from cli.policy import Policy
 from cli.prompt import Surroundings
 from cli.sandbox import SandboxSpec
@@ -42,6 +44,7 @@ class Choices:
     think: bool | str | None = None  # a str is a level: low | medium | high | max
     max_steps: int | None = None
     api: str | None = None  # native | openai
+    instructions: bool | None = None  # False: --no-instructions
 
 
 def load(choices: Choices, environ: Mapping[str, str]) -> Config:
@@ -71,6 +74,7 @@ def build_agent(
         path_var=environ.get("PATH", ""),
         xdg=environ,
     )
+    instructions = _instructions(choices, config, environ, policy, home)
     settings = AgentSettings(
         model=choices.model or config.ollama.model,
         think=config.ollama.think if choices.think is None else choices.think,
@@ -80,6 +84,8 @@ def build_agent(
         system_prompt=config.agent.system_prompt,
         max_answer_chars=config.agent.max_answer_chars,
         max_num_ctx=config.ollama.max_num_ctx,
+        tool_mode=config.agent.tool_mode,
+        instructions=instructions.text,
     )
     context = ToolContext(
         cwd=policy.cwd,
@@ -104,7 +110,24 @@ def build_agent(
         f"{platform.system()} {platform.release()}",
         date.today(),
     )
-    return Agent(client, policy, approver(policy), context, settings, surroundings)
+    agent = Agent(client, policy, approver(policy), context, settings, surroundings)
+    agent.instructions = instructions
+    return agent
+
+
+def _instructions(
+    choices: Choices, config: Config, environ: Mapping[str, str], policy: Policy, home: str
+) -> Instructions:
+    """The project's instruction files, unless the config or --no-instructions says not."""
+    if choices.instructions is False or not config.agent.project_instructions:
+        return Instructions()
+    return load_instructions(
+        policy.cwd,
+        home,
+        config_dir=str(config_dir(environ)),
+        max_bytes=config.agent.instructions_max_bytes,
+        hides=policy.hides,
+    )
 
 
 def build_backend(choices: Choices, config: Config, environ: Mapping[str, str]) -> ChatBackend:

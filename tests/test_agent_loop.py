@@ -56,8 +56,9 @@ def test_T19_loop_stops_after_max_steps_model_calls(
     make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
 ) -> None:
     (workspace / "a.txt").write_text("a")
-    for _ in range(11):
-        ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]))
+    for n in range(10):
+        ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": f"a.txt#{n}"})]))
+    ollama.enqueue(reply("I read a.txt again and again; what is left: stop looping."))
     harness = make_agent()
     events = harness.run("loop forever")
     finished = events[-1]
@@ -65,11 +66,18 @@ def test_T19_loop_stops_after_max_steps_model_calls(
     assert finished.stop_reason == "max_steps"
     assert finished.steps == 10
     assert finished.pending_calls == 1
-    assert len(ollama.chat_bodies) == 10
     assert len(of_type(events, ToolResult)) == 9  # the 10th answer's call is not run
-    # The history stays well-formed: the unrun call still has its tool message.
-    last = harness.conversation[-1]
-    assert last["role"] == "tool" and "step limit" in json.loads(last["content"])["error"]
+    # Then one last request, without tools, asks for a report; that is the answer.
+    assert len(ollama.chat_bodies) == 11
+    wrap = ollama.chat_bodies[-1]
+    assert "tools" not in wrap or not wrap["tools"]
+    assert "Do not call any tool" in wrap["messages"][-1]["content"]
+    assert finished.answer == "I read a.txt again and again; what is left: stop looping."
+    # The history stays well-formed: the unrun call still has its tool message, and the
+    # report follows it; the request for it is not kept.
+    unrun, report = harness.conversation[-2], harness.conversation[-1]
+    assert unrun["role"] == "tool" and "step limit" in json.loads(unrun["content"])["error"]
+    assert report == {"role": "assistant", "content": finished.answer}
 
 
 def test_max_steps_setting_is_honoured(
@@ -80,7 +88,7 @@ def test_max_steps_setting_is_honoured(
         ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]))
     events = make_agent("agent: {max_steps: 2}\n").run("go")
     assert events[-1].stop_reason == "max_steps" and events[-1].steps == 2
-    assert len(ollama.chat_bodies) == 2
+    assert len(ollama.chat_bodies) == 3  # two steps, then the report without tools
 
 
 def test_T20_two_parallel_calls_both_run_and_results_keep_their_order(
@@ -225,7 +233,7 @@ def test_model_without_tools_gets_no_tools_and_a_notice(
 ) -> None:
     ollama.add_model("gemma:2b", ["completion"])
     ollama.enqueue(reply("plain answer"))
-    events = make_agent(model="gemma:2b").run("hi")
+    events = make_agent("agent: {tool_mode: native}\n", model="gemma:2b").run("hi")
     assert "tools" not in ollama.chat_bodies[0]
     assert any("does not support tools" in e.text for e in of_type(events, Notice))
     assert "[Tool use rules]" not in ollama.chat_bodies[0]["messages"][0]["content"]

@@ -31,7 +31,12 @@ CORE = [
     "cli.schema",
     "cli.sizing",
     "cli.textcalls",
+    "cli.toolprompt",
+    "cli.guards",
+    "cli.instructions",
     "cli.tools",
+    "cli.tools.edits",
+    "cli.tools.moves",
 ]
 
 

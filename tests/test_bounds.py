@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,12 @@ from cli.backends.messages import MAX_JSON_DEPTH, nests_deeper_than
 from cli.events import ToolResult
 from cli.tools.walk import MAX_WALK_DEPTH
 from tests.conftest import MakeAgent, MakeChat, RunCli
+from tests.fake_http import serve
 from tests.fake_ollama import (
     FakeOllama,
     HttpError,
     Stream,
     _Handler,
-    _QuietServer,
     reply,
     tool_call,
 )
@@ -74,10 +73,7 @@ class _DeepShow(_Handler):
 
 class DeepShowOllama(FakeOllama):
     def start(self) -> DeepShowOllama:
-        handler = type("Handler", (_DeepShow,), {"fake": self})
-        self._server = _QuietServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve(type("Handler", (_DeepShow,), {"fake": self}))
         return self
 
 
@@ -377,30 +373,31 @@ def test_a_listing_as_deep_as_asked_is_not_truncated(
 def test_attack_tools_not_offered_still_run(
     make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
 ) -> None:
-    # A model without tool support gets no tools; it sends calls anyway, structured and as
-    # text. The policy would allow the write (confirm: none), and the approver says yes.
+    # A model without tool support, in native mode, gets no tools; it sends a call anyway.
+    # The policy would allow the write (confirm: none), and the approver says yes. Written
+    # as text, a call to a tool that was not offered is text, not a call (the answer).
     ollama.add_model("gemma:2b", ["completion"])
     write = {"path": "pwned.txt", "content": "model was here\n"}
+    text_call = "<tool_call>" + json.dumps({"name": "write_file", "arguments": write})
     ollama.enqueue(
         reply(tool_calls=[tool_call("write_file", write)]),
-        reply(
-            "<tool_call>" + json.dumps({"name": "write_file", "arguments": write}) + "</tool_call>"
-        ),
-        reply(json.dumps({"name": "write_file", "arguments": write})),
-        reply("I will answer in text then."),
+        reply(text_call + "</tool_call>"),
     )
-    harness = make_agent("policy: {confirm: none}\n", model="gemma:2b", answers=[True] * 5)
+    harness = make_agent(
+        "policy: {confirm: none}\nagent: {tool_mode: native}\n",
+        model="gemma:2b",
+        answers=[True] * 5,
+    )
     events = harness.run("go")
     assert all("tools" not in body for body in ollama.chat_bodies)
     assert not (workspace / "pwned.txt").exists()
     assert harness.approver.requests == []  # refused before the policy or a person was asked
     refusals = tool_results(ollama.chat_bodies[-1])
-    assert len(refusals) == 3
-    for refusal in refusals:
-        assert refusal["success"] is False
-        assert "'write_file' was not offered" in refusal["error"]
-        assert "does not support tools" in refusal["error"]
-    assert events[-1].answer == "I will answer in text then."
+    assert len(refusals) == 1
+    assert refusals[0]["success"] is False
+    assert "'write_file' was not offered" in refusals[0]["error"]
+    assert "does not support tools" in refusals[0]["error"]
+    assert events[-1].stop_reason == "answer" and text_call in events[-1].answer
 
 
 def test_a_disabled_tool_is_refused_as_not_offered(
@@ -418,13 +415,15 @@ def test_a_disabled_tool_is_refused_as_not_offered(
         reply("ok"),
     )
     harness = make_agent("policy: {tools: {delete_file: deny}}\n", answers=[True] * 5)
-    harness.run("go")
+    events = harness.run("go")
     offered = [t["function"]["name"] for t in ollama.chat_bodies[0]["tools"]]
     assert "delete_file" not in offered
     assert (workspace / "keep.txt").read_text() == "keep\n"
-    first, read, text_form = tool_results(ollama.chat_bodies[-1])
-    for refusal in (first, text_form):
-        assert refusal["success"] is False
-        assert "'delete_file' was not offered" in refusal["error"]
-        assert "read_file" in refusal["error"]  # what it may call instead
+    first, read = tool_results(ollama.chat_bodies[-1])
+    assert first["success"] is False
+    assert "'delete_file' was not offered" in first["error"]
+    assert "read_file" in first["error"]  # what it may call instead
     assert read["success"] is True and read["content"] == "keep\n"  # offered: runs as ever
+    # Written as text, a call to a tool that is not offered is text: the answer, not run.
+    assert len(ollama.chat_bodies) == 2
+    assert events[-1].stop_reason == "answer" and "delete_file" in events[-1].answer

@@ -101,12 +101,14 @@ class Server:
         if kind == "error-mid-stream":
             if native:
                 line = {"model": "qwen3:8b", "message": {"content": "Hi"}, "done": False}
-                self.fake.enqueue(Stream([line, b'{"error":"error parsing tool call"}\n']))
+                self.fake.enqueue(
+                    Stream([line, b'{"error":"model runner has unexpectedly stopped"}\n'])
+                )
             else:
                 first = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
-                error = {"error": {"message": "error parsing tool call"}}
+                error = {"error": {"message": "model runner has unexpectedly stopped"}}
                 self.fake.enqueue(Events([first, error]))
-            return "mid-stream: error parsing tool call"
+            return "mid-stream: model runner has unexpectedly stopped"
         if kind == "garbage":
             if native:
                 self.fake.enqueue(Stream([b"this is not json\n"]))
@@ -361,13 +363,38 @@ def test_exit_1_when_the_model_is_unknown(run_cli: RunCli, server: Server) -> No
     assert server.bodies == []  # the model check comes before any chat request
 
 
-def test_a_model_without_tools_gets_none(run_cli: RunCli, server: Server) -> None:
+def test_a_model_without_tools_gets_them_in_the_prompt(
+    run_cli: RunCli, server: Server, workspace: Path
+) -> None:
+    # agent.tool_mode auto: no `tools` field, the system prompt describes them, and the
+    # model's <tool_call> text runs under the same policy.
+    (workspace / "notes.txt").write_text("from the file\n")
+    server.add_model("tiny:1b", tools=False)
+    call = {"name": "read_file", "arguments": {"path": "notes.txt"}}
+    server.answer(f"<tool_call>{json.dumps(call)}</tool_call>")
+    server.answer("It says: from the file.")
+    r = run_cli("run", *server.args, "-m", "tiny:1b", "what is in notes.txt?")
+    assert r.code == 0, r.stderr
+    assert r.stdout == "It says: from the file.\n"
+    assert "described in the prompt" in r.stderr
+    assert not server.tools_offered(0) and not server.tools_offered(1)
+    system = server.sent(0)[0]["content"]
+    assert "read_file" in system and "<tool_call>" in system
+    result = json.loads(server.sent(1)[-1]["content"])
+    assert result["success"] is True and result["content"] == "from the file\n"
+
+
+def test_a_model_without_tools_in_native_mode_gets_none(
+    run_cli: RunCli, server: Server, workspace: Path
+) -> None:
+    (workspace / "native.yaml").write_text("agent: {tool_mode: native}\n")
     server.add_model("tiny:1b", tools=False)
     server.answer("plain")
-    r = run_cli("run", *server.args, "-m", "tiny:1b", "hi")
+    r = run_cli("run", *server.args, "-c", "native.yaml", "-m", "tiny:1b", "hi")
     assert r.code == 0 and r.stdout == "plain\n"
     assert "does not support tools" in r.stderr
     assert not server.tools_offered()
+    assert "<tool_call>" not in server.sent(0)[0]["content"]
 
 
 def test_a_too_long_prompt_is_trimmed_and_sent_again(run_cli: RunCli, server: Server) -> None:

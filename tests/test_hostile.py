@@ -101,7 +101,9 @@ FAULTS = [
     pytest.param(Stream([reply("partial").lines[0]]), "ended before", id="no-done-line"),
     pytest.param(Stream([reply("stalled").lines[0]], stall=8), "sent nothing", id="stalled"),
     pytest.param(
-        Stream([b'{"error": "error parsing tool call"}\n']), "mid-stream", id="error-line"
+        Stream([b'{"error": "model runner has unexpectedly stopped"}\n']),
+        "mid-stream",
+        id="error-line",
     ),
     pytest.param(
         Stream([reply("again and again ").lines[0]], endless=True), "without ending", id="endless"

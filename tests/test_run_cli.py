@@ -134,10 +134,10 @@ def test_exit_1_when_the_model_is_unknown(run_cli: RunCli) -> None:
             Stream(
                 [
                     b'{"model":"qwen3:8b","message":{"role":"assistant","content":"Hi"},"done":false}\n',
-                    b'{"error":"error parsing tool call: raw=\'{bad\'"}\n',
+                    b'{"error":"an error was encountered while running the model"}\n',
                 ]
             ),
-            "mid-stream: error parsing tool call",
+            "mid-stream: an error was encountered",
         ),
         (Stream([b"this is not json\n"]), "not JSON"),
         (
@@ -278,13 +278,18 @@ def test_config_host_is_used_without_ollama_host(
     assert ollama.chat_bodies[0]["model"] == "m:2"
 
 
-def test_model_without_tools_is_said_on_stderr(run_cli: RunCli, ollama: FakeOllama) -> None:
+def test_model_without_tools_is_said_on_stderr(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path
+) -> None:
     ollama.add_model("tiny:1b", ["completion"])
-    ollama.enqueue(reply("plain"))
-    r = run_cli("run", "-m", "tiny:1b", "hi")
+    ollama.enqueue(reply("plain"), reply("plain"))
+    r = run_cli("run", "-m", "tiny:1b", "hi")  # agent.tool_mode auto: tools in the prompt
     assert r.code == 0 and r.stdout == "plain\n"
-    assert "does not support tools" in r.stderr
+    assert "no native tool support" in r.stderr and "described in the prompt" in r.stderr
     assert "tools" not in ollama.chat_bodies[0]
+    (workspace / "native.yaml").write_text("agent: {tool_mode: native}\n")
+    r = run_cli("run", "-c", "native.yaml", "-m", "tiny:1b", "hi")
+    assert r.code == 0 and "does not support tools" in r.stderr
 
 
 def test_help_documents_every_flag(run_cli: RunCli) -> None:

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from cli.approval import Approval, ApprovalRequest
 from cli.backends.messages import ToolCall
+from cli.guards import StepLimitAnswer
 from cli.paths import ResolvedPath, display_path
 from cli.tools import fsops
 from cli.tools.base import ToolError
@@ -60,6 +61,21 @@ class ChatApprover:
         choices = "yn" + ("a" if session_ok else "") + "q"
         key = self.keys.read_key(question(name, choices), choices)
         return self._answer(name, key if key in choices else "n")
+
+    def step_limit(self, steps: int, more: int) -> StepLimitAnswer:
+        """The model is still calling tools at the step limit: go on, sum up, or stop."""
+        self.console.print(
+            Text(
+                f"step limit: the model is still calling tools after {steps} model calls",
+                "yellow",
+            )
+        )
+        key = self.keys.read_key(f"[c] continue {more} more steps  [w] wrap up  [s] stop  ", "cws")
+        if key == "c":
+            return StepLimitAnswer("continue", more)
+        if key == "w":
+            return StepLimitAnswer("wrap")
+        return StepLimitAnswer("stop")  # s, Ctrl-C or Ctrl-D
 
     def _answer(self, name: str, key: str) -> Approval:
         if key == "y":

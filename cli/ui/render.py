@@ -389,6 +389,10 @@ class ChatRenderer:
             )
         elif event.stop_reason == "stopped":
             self._line(Text("stopped: the rest of this turn was cancelled", style="dim"))
+        elif event.stop_reason == "repeating":
+            self._line(
+                Text("stopped: the model kept repeating a call that was refused", style="yellow")
+            )
         self._section(stats_line(event.stats, event.wall_time, self._tool_calls, event.context))
         self._reset_turn()
 

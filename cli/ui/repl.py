@@ -57,6 +57,8 @@ class ChatSession:
         self.console = console
         self.renderer = renderer
         self.approver = approver
+        # At the step limit, the person chooses: continue, wrap up or stop.
+        agent.at_step_limit = lambda steps: approver.step_limit(steps, agent.settings.max_steps)
         self.store = store
         self.audit_log = audit_log  # None: tool calls are not recorded (tests)
         self.conversation: list[Message] = []

@@ -125,6 +125,10 @@ class RunTrace:
             self.record.steps = event.steps
             self.record.stats = event.stats
             self.record.wall_time = event.wall_time
+            if event.stop_reason == "repeating":
+                self.console.print(
+                    "[yellow]stopped[/]: the model kept repeating a call that was refused"
+                )
             if event.stop_reason == "max_steps":
                 pending = (
                     f"; {event.pending_calls} pending tool call(s) not run"
