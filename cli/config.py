@@ -32,8 +32,10 @@ TOOL_NAMES = (
     "move_file",
     "delete_file",
     "run_command",
+    "git_status",
+    "git_diff",
 )
-READ_TOOLS = frozenset({"read_file", "list_directory", "search_files"})
+READ_TOOLS = frozenset({"read_file", "list_directory", "search_files", "git_status", "git_diff"})
 WRITE_TOOLS = frozenset({"write_file", "edit_file", "create_directory", "move_file", "delete_file"})
 SETTINGS = ("allow", "ask", "deny")
 TOOL_MODES = ("auto", "native", "prompt")

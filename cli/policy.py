@@ -31,6 +31,8 @@ PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
     "move_file": ("source", "destination"),
     "delete_file": ("path",),
     "run_command": ("cwd",),
+    "git_status": ("path",),
+    "git_diff": ("path",),
 }
 # These change things, so they are held to the allowed dirs; reads outside only ask.
 _CONFINED = WRITE_TOOLS | {"run_command"}

@@ -215,6 +215,8 @@ def test_options_keep_alive_and_tools_are_sent(make_agent: MakeAgent, ollama: Fa
         "create_directory",
         "move_file",
         "delete_file",
+        "git_status",
+        "git_diff",
     ]
 
 

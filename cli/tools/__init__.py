@@ -10,6 +10,7 @@ from cli.paths import ResolvedPath
 from cli.schema import SchemaError, validate_arguments
 from cli.tools.base import Result, Tool, ToolContext, ToolError, failure
 from cli.tools.files import CREATE_DIRECTORY, DELETE_FILE, EDIT_FILE, READ_FILE, WRITE_FILE
+from cli.tools.git import GIT_DIFF, GIT_STATUS
 from cli.tools.listing import LIST_DIRECTORY
 from cli.tools.moves import MOVE_FILE
 from cli.tools.search import SEARCH_FILES
@@ -27,6 +28,8 @@ ALL_TOOLS: Mapping[str, Tool] = {
         MOVE_FILE,
         DELETE_FILE,
         RUN_COMMAND,
+        GIT_STATUS,
+        GIT_DIFF,
     )
 }
 assert tuple(ALL_TOOLS) == TOOL_NAMES, "the policy and the registry must know the same tools"

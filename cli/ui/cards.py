@@ -39,6 +39,8 @@ _TOOL_ICONS: Mapping[str, str] = {
     "move_file": "🚚",
     "delete_file": "🧹",
     "run_command": "💻",
+    "git_status": "🌿",
+    "git_diff": "🌿",
 }
 _APPROVED_BY: Mapping[str, str] = {
     "policy": "allowed by policy",

@@ -77,6 +77,8 @@ KEY_ARGUMENT = {
     "create_directory": "path",
     "delete_file": "path",
     "run_command": "command",
+    "git_status": "path",
+    "git_diff": "path",
 }
 
 
@@ -137,6 +139,19 @@ def result_summary(name: str, result: Mapping[str, Any]) -> str:
                 f"deleted ({removed.get('files', 0)} files, {removed.get('directories', 0)} dirs)"
             )
         return "deleted"
+    if name == "git_status":
+        if result.get("clean"):
+            return f"clean, on {result.get('branch') or 'a detached HEAD'}"
+        counts = [
+            plural(len(result.get(k) or []), f"{k} file")
+            for k in ("staged", "unstaged", "untracked")
+            if result.get(k)
+        ]
+        return ", ".join(counts) or "no changes here"
+    if name == "git_diff":
+        more = " (truncated)" if result.get("truncated") else ""
+        files = plural(len(result.get("files") or []), "file")
+        return f"{files}, {human_size(int(result.get('bytes') or 0))}{more}"
     if name == "run_command":
         return f"exit {result.get('exitCode')} in {result.get('duration', 0)} ms"
     return "ok"
