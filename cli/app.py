@@ -314,7 +314,9 @@ def _run(
                 trace.handle(Notice(line))
             trace.consume(events)
     except (AgentError, KeyboardInterrupt) as exc:
-        saved = _save_unfinished(terminal, agent.settings.model, conversation)
+        saved = _save_unfinished(
+            terminal, agent.settings.model, conversation, config.agent.max_sessions
+        )
         if saved and isinstance(exc, AgentError):
             exc.message += f" (the work so far is saved: agent chat --resume {saved})"
         elif saved:
@@ -358,7 +360,9 @@ def shown_answer(answer: str, on_terminal: bool) -> str:
     return sanitize(answer.replace("\r\n", "\n"), multiline=True)
 
 
-def _save_unfinished(terminal: Terminal, model: str, conversation: list[dict[str, Any]]) -> str:
+def _save_unfinished(
+    terminal: Terminal, model: str, conversation: list[dict[str, Any]], max_sessions: int = 100
+) -> str:
     """Keep a run that failed after the model had started working, so that nothing is
     lost: `agent chat --resume NAME` continues it. The session's name, or "" if not saved."""
     if not any(m.get("role") in ("assistant", "tool") for m in conversation):
@@ -367,8 +371,10 @@ def _save_unfinished(terminal: Terminal, model: str, conversation: list[dict[str
     from cli.sessions import SessionStore, timestamp_name
 
     name = f"run-{timestamp_name()}"
+    store = SessionStore(data_dir(terminal.environ) / "sessions")
     try:
-        SessionStore(data_dir(terminal.environ) / "sessions").save(name, model, conversation)
+        store.save(name, model, conversation, kind="run", cwd=terminal.cwd)
+        store.prune(max_sessions, spare=name)
     except (OSError, AgentError):
         return ""
     return name
@@ -470,6 +476,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         store,
         history_file=state_dir(terminal.environ) / "history",
         audit_log=session_log(terminal.environ, agent.policy.cwd),
+        max_sessions=config.agent.max_sessions,
     )
     if resume:
         session.load(name)
@@ -607,6 +614,15 @@ audit_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(audit_app)
+
+
+def _add_command_groups() -> None:
+    from cli.app_sessions import sessions_app
+
+    app.add_typer(sessions_app)
+
+
+_add_command_groups()
 
 AuditFileOpt = Annotated[
     str | None,

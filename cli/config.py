@@ -105,6 +105,7 @@ class AgentConfig:
     tool_mode: str = _setting("auto", choices=TOOL_MODES)
     project_instructions: bool = True
     instructions_max_bytes: int = _setting(8192, minimum=0)
+    max_sessions: int = _setting(100, minimum=1)
 
 
 @dataclass(frozen=True)

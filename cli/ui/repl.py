@@ -21,15 +21,17 @@ from cli.backends.messages import Message, ToolCall, closest_models
 from cli.config import THINK_LEVELS
 from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
-from cli.sessions import SessionStore, timestamp_name
+from cli.sessions import SessionStore, conversation_turns, timestamp_name
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
 from cli.ui.render import ChatRenderer
-from cli.ui.text import sanitize, shorten
+from cli.ui.text import plural, sanitize, shorten_text
 
 THINK_CHOICES = ("on", "off", *THINK_LEVELS)
 # `@path` at the start of the message or after a space; trailing punctuation is not part of it.
 _ATTACHMENT = re.compile(r"(?:(?<=\s)|^)@(\S+?)[,;:!?.)]*(?=\s|$)")
+_NOT_SENT = "the message was not sent (it is back in the input)"
+REPLAYED_TURNS = 3  # turns shown again on --resume and /load
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class ChatSession:
         prompt: PromptSession[str] | None = None,
         history_file: Path | None = None,
         audit_log: AuditLog | None = None,
+        max_sessions: int = 100,
     ) -> None:
         self.agent = agent
         self.console = console
@@ -61,6 +64,8 @@ class ChatSession:
         agent.at_step_limit = lambda steps: approver.step_limit(steps, agent.settings.max_steps)
         self.store = store
         self.audit_log = audit_log  # None: tool calls are not recorded (tests)
+        self.max_sessions = max_sessions
+        self.saved_at: Path | None = None  # where this session was last saved
         self.conversation: list[Message] = []
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
@@ -79,6 +84,7 @@ class ChatSession:
                 self._prefill = ""
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
+                self.farewell()
                 return 0
             self._prefill = ""
             text = strip_block(text).strip()
@@ -86,6 +92,7 @@ class ChatSession:
                 continue
             try:
                 if text.startswith("/") and not self.command(text):
+                    self.farewell()
                     return 0
                 if not text.startswith("/"):
                     self.send(text)
@@ -93,6 +100,15 @@ class ChatSession:
                 self.renderer.interrupted()
             except Exception as exc:  # a bug of ours must not take the session with it
                 self.renderer.error(f"internal error: {exc!r}; the session goes on")
+
+    def farewell(self) -> None:
+        """Leaving: where the conversation is kept, and how to come back to it."""
+        if self.saved_at is not None:
+            self.say(
+                f"session saved as {self.session_name} ({self.saved_at}); "
+                f"resume it with: agent chat --resume {self.session_name}",
+                "dim",
+            )
 
     def send(self, text: str) -> None:
         """Attach `@paths`, then run one turn of the agent loop."""
@@ -123,10 +139,10 @@ class ChatSession:
         for path in dict.fromkeys(m.group(1) for m in _ATTACHMENT.finditer(text)):
             result, decided = self._read_for_attachment(path)
             if not decided.allowed:
-                self.renderer.error(f"@{path} not attached: {decided.reason}")
+                self.renderer.error(f"@{path} not attached: {decided.reason}; {_NOT_SENT}")
                 return None
             if not result.get("success"):
-                self.renderer.error(f"@{path} not attached: {result.get('error')}")
+                self.renderer.error(f"@{path} not attached: {result.get('error')}; {_NOT_SENT}")
                 return None
             shown = self.agent.context.show(str(result.get("path", path)))
             note = ""
@@ -155,7 +171,13 @@ class ChatSession:
         if not any(m.get("role") == "user" for m in self.conversation):
             return
         try:
-            self.store.save(self.session_name, self.agent.settings.model, self.conversation)
+            self.saved_at = self.store.save(
+                self.session_name,
+                self.agent.settings.model,
+                self.conversation,
+                cwd=self.agent.policy.cwd,
+            )
+            self.store.prune(self.max_sessions, spare=self.session_name)
         except (OSError, AgentError) as exc:
             message = exc.message if isinstance(exc, AgentError) else str(exc)
             self.renderer.error(f"could not save the session: {message}")
@@ -202,9 +224,14 @@ class ChatSession:
             return
         self.conversation = list(session.messages)
         self.session_name = session.name
+        self.saved_at = self.store.path(session.name)
         self.agent.context.memory.clear()  # what it read then may have changed since
-        turns = sum(1 for m in session.messages if m.get("role") == "user")
-        self.say(f"loaded session {session.name}: {turns} turns ({session.saved})", "dim")
+        kind = " (an unfinished agent run)" if session.kind == "run" else ""
+        self.say(
+            f"loaded session {session.name}{kind}: {session.turns} turns ({session.saved})",
+            "dim",
+        )
+        self.replay(REPLAYED_TURNS)
         if session.model and session.model != self.agent.settings.model:
             if session.model in self.models():
                 self.switch_model(session.model)
@@ -214,6 +241,19 @@ class ChatSession:
                     f"continuing with {self.agent.settings.model}",
                     "yellow",
                 )
+
+    def replay(self, count: int) -> None:
+        """The last `count` turns again, briefly: what you asked, each tool call on one
+        line, and the answer, so you see where you are."""
+        turns = conversation_turns(self.conversation)
+        if len(turns) > count:
+            self.say(f"… {len(turns) - count} earlier turns (/turns lists them)", "dim")
+        for turn in turns[-count:]:
+            self.say(f"› {shorten_text(turn.prompt, 200)}")
+            for line in turn.calls:
+                self.say(f"  {line}", "dim")
+            if turn.answer:
+                self.say(shorten_text(turn.answer, 400))
 
     def switch_model(self, name: str) -> None:
         previous = self.agent.settings
@@ -332,9 +372,18 @@ def _think(session: ChatSession, argument: str) -> bool:
 
 
 def _save(session: ChatSession, argument: str) -> bool:
-    name = argument or timestamp_name()
-    path = session.store.save(name, session.agent.settings.model, session.conversation)
-    session.session_name = name
+    force = argument.endswith("!")
+    name = argument.removesuffix("!").strip() or timestamp_name()
+    if name != session.session_name and session.store.exists(name) and not force:
+        session.renderer.error(
+            f"a saved session named {name} exists; /save {name}! replaces it, or choose "
+            "another name"
+        )
+        return True
+    path = session.store.save(
+        name, session.agent.settings.model, session.conversation, cwd=session.agent.policy.cwd
+    )
+    session.session_name, session.saved_at = name, path
     session.say(f"saved as {name} ({path})", "dim")
     return True
 
@@ -375,23 +424,17 @@ def _undo(session: ChatSession, argument: str) -> bool:
     return True
 
 
-def _history(session: ChatSession, _argument: str) -> bool:
-    turn = 0
-    calls = 0
-    for message in session.conversation:
-        role = message.get("role")
-        content = str(message.get("content") or "")
-        first = sanitize(shorten(content.strip().split("\n")[0] if content else "", 90))
-        if role == "user":
-            turn += 1
-            calls = 0
-            session.say(f"{turn:>3}. you: {first}")
-        elif role == "assistant" and message.get("tool_calls"):
-            calls += len(message["tool_calls"])
-        elif role == "assistant" and content:
-            tools = f" ({calls} tool calls)" if calls else ""
-            session.say(f"     model{tools}: {first}", "dim")
-    if not turn:
+def _turns(session: ChatSession, _argument: str) -> bool:
+    turns = conversation_turns(session.conversation)
+    for number, turn in enumerate(turns, 1):
+        session.say(f"{number:>3}. you: {shorten_text(turn.prompt, 90)}")
+        tools = f" ({plural(len(turn.calls), 'tool call')})" if turn.calls else ""
+        if turn.changed:
+            tools += f" · changed {', '.join(turn.changed[:5])}"
+            if len(turn.changed) > 5:
+                tools += f" and {len(turn.changed) - 5} more"
+        session.say(f"     model{tools}: {shorten_text(turn.answer, 90)}", "dim")
+    if not turns:
         session.say("nothing yet", "dim")
     return True
 
@@ -409,6 +452,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "/save": Command("/save [NAME]", "save the conversation", _save),
     "/load": Command("/load NAME", "load a saved conversation", _load),
-    "/history": Command("/history", "the turns so far", _history),
+    "/turns": Command("/turns", "the turns so far, and which changed files", _turns),
+    "/history": Command("/history", "the same as /turns", _turns),
     "/undo": Command("/undo [ID]", "take back the last change (or #ID of agent history)", _undo),
 }

@@ -61,6 +61,16 @@ def plural(count: Any, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
+def shorten_text(text: str, limit: int) -> str:
+    """A message on one line: its first line, at most `limit` characters, sanitised, saying
+    how many characters of the whole message were left out."""
+    whole = text.strip()
+    first = whole.split("\n", 1)[0]
+    shown = first[:limit]
+    rest = len(whole) - len(shown)
+    return sanitize(shown) + (f"… (+{rest} chars)" if rest > 0 else "")
+
+
 def shorten(text: str, limit: int) -> str:
     """At most `limit` characters, saying how many were left out."""
     if len(text) <= limit:

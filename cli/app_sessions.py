@@ -1,0 +1,83 @@
+"""`agent sessions`: the saved chats and unfinished runs, listed and removed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from cli.sessions import SessionStore
+
+sessions_app = typer.Typer(
+    name="sessions",
+    help="Saved chats and unfinished runs ($XDG_DATA_HOME/metona-agent/sessions): list them, "
+    "or remove one. `agent chat --resume NAME` reopens one.",
+    invoke_without_command=True,
+    rich_markup_mode=None,
+)
+
+
+@sessions_app.callback()
+def sessions_list(
+    ctx: typer.Context,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print a JSON list: name, kind, last_used, turns, model, cwd."
+        ),
+    ] = False,
+) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    from cli.app import command
+
+    with command(ctx) as terminal:
+        from cli.ui.text import sanitize
+
+        sessions = _store(terminal.environ).sessions()
+        rows = [
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "last_used": s.saved,
+                "turns": s.turns,
+                "model": s.model,
+                "cwd": s.cwd,
+            }
+            for s in sessions
+        ]
+        if as_json:
+            terminal.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
+            return
+        if not rows:
+            terminal.stderr.write("no saved sessions yet: `agent chat` saves one per chat\n")
+            return
+        for row in rows:
+            when = str(row["last_used"]).replace("T", " ").removesuffix("+00:00")
+            terminal.stdout.write(
+                f"{sanitize(str(row['name'])):<24} {row['kind']:<4} {when} UTC  "
+                f"{row['turns']:>3} turns  {sanitize(str(row['model']))}  "
+                f"{sanitize(str(row['cwd']))}\n"
+            )
+
+
+@sessions_app.command("rm", help="Remove the saved session NAME.")
+def sessions_rm(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The session to remove.")],
+) -> None:
+    from cli.app import command
+
+    with command(ctx) as terminal:
+        path = _store(terminal.environ).remove(name)
+        terminal.stderr.write(f"removed {path}\n")
+
+
+def _store(environ: Mapping[str, str]) -> SessionStore:
+    from cli.config import data_dir
+    from cli.sessions import SessionStore
+
+    return SessionStore(data_dir(environ) / "sessions")

@@ -1,0 +1,179 @@
+"""Sessions you can manage: `agent sessions` (list, --json, rm), chats kept apart from
+unfinished runs, /save that never silently overwrites, /turns with honest counts and the
+files each turn changed, a resumed session shown again, where it was saved on leaving, the
+bound on autosaves, and a failed @attach that sends nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pexpect
+
+from cli.sessions import SessionStore, conversation_turns
+from tests.conftest import MakeChat, RunCli
+from tests.fake_ollama import FakeOllama, Stream, reply, tool_call
+
+CHAT = [
+    {"role": "system", "content": "sys"},
+    {"role": "user", "content": "fix the typo"},
+    {"role": "assistant", "content": "Fixed it."},
+]
+
+
+def sessions_dir(home: Path) -> Path:
+    return home / ".local/share/metona-agent/sessions"
+
+
+def test_agent_sessions_lists_and_removes(run_cli: RunCli, home: Path, workspace: Path) -> None:
+    store = SessionStore(sessions_dir(home))
+    store.save("work", "qwen3:8b", CHAT, cwd=str(workspace))
+    store.save("run-2026-12-01_10-00-00", "llama3.1", CHAT, kind="run", cwd="/srv")
+    r = run_cli("sessions", "--json")
+    assert r.code == 0, r.stderr
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    assert set(rows) == {"work", "run-2026-12-01_10-00-00"}
+    assert rows["work"] | {"last_used": ""} == {
+        "name": "work", "kind": "chat", "last_used": "", "turns": 1,
+        "model": "qwen3:8b", "cwd": str(workspace),
+    }  # fmt: skip
+    assert rows["work"]["last_used"].startswith("20")
+    assert rows["run-2026-12-01_10-00-00"]["kind"] == "run"
+    text = run_cli("sessions")
+    assert text.code == 0 and "work" in text.stdout and "run " in text.stdout
+    removed = run_cli("sessions", "rm", "work")
+    assert removed.code == 0 and not (sessions_dir(home) / "work.json").exists()
+    missing = run_cli("sessions", "rm", "work")
+    assert missing.code == 2 and "no saved session 'work'" in missing.stderr
+
+
+def test_agent_sessions_with_none_saved(run_cli: RunCli) -> None:
+    r = run_cli("sessions")
+    assert r.code == 0 and "no saved sessions yet" in r.stderr
+    assert json.loads(run_cli("sessions", "--json").stdout) == []
+
+
+def test_an_interrupted_run_is_saved_as_a_run_and_resume_picks_the_chat(
+    run_cli: RunCli, ollama: FakeOllama, home: Path, workspace: Path
+) -> None:
+    store = SessionStore(sessions_dir(home))
+    store.save("my-chat", "qwen3:8b", CHAT)
+    time.sleep(0.05)
+    (workspace / "a.txt").write_text("a")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        Stream([b'{"model":"qwen3:8b","message":{"content":"x"},"done":false}\n'], drop=True),
+    )
+    r = run_cli("run", "read a")
+    assert r.code == 1 and "agent chat --resume run-" in r.stderr
+    runs = [s for s in store.sessions() if s.kind == "run"]
+    assert len(runs) == 1 and runs[0].cwd == str(workspace)
+    latest = store.latest()  # what `agent chat --resume` without a name opens
+    assert latest is not None and latest.name == "my-chat"
+
+
+def test_chat_resume_without_a_name_reopens_the_last_chat_and_shows_it(
+    ollama: FakeOllama, home: Path, workspace: Path
+) -> None:
+    store = SessionStore(sessions_dir(home))
+    long_answer = "The answer, at length. " * 30
+    store.save("chat-a", "qwen3:8b", [*CHAT, {"role": "user", "content": "and?"},
+               {"role": "assistant", "content": long_answer}])  # fmt: skip
+    time.sleep(0.05)
+    store.save("run-2026-12-01_11-00-00", "qwen3:8b", CHAT, kind="run")
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "PROMPT_TOOLKIT_NO_CPR": "1"}
+    child = pexpect.spawn(
+        sys.executable, ["-m", "cli", "chat", "--resume"], cwd=str(workspace), env=env,
+        encoding="utf-8", timeout=20, dimensions=(40, 120),
+    )  # fmt: skip
+    try:
+        child.expect("loaded session chat-a: 2 turns")
+        child.expect("› fix the typo")  # the last turns again
+        child.expect("Fixed it.")
+        child.expect("› and\\?")
+        child.expect("The answer, at length.")
+        child.expect("›")
+        child.send("/exit\r")
+        child.expect("session saved as chat-a")
+        child.expect("agent chat --resume chat-a")
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.kill(signal.SIGKILL)
+
+
+def test_save_never_silently_overwrites(make_chat: MakeChat, ollama: FakeOllama) -> None:
+    chat = make_chat()
+    chat.store.save("keep", "m", CHAT)
+    ollama.enqueue(reply("hello"))
+    chat.run("hi\r", "/save keep\r")
+    assert "a saved session named keep exists; /save keep! replaces it" in chat.text
+    assert chat.store.load("keep").messages == CHAT
+    chat = make_chat()
+    ollama.enqueue(reply("hello"))
+    chat.run("hi\r", "/save keep!\r")
+    assert "saved as keep" in chat.text
+    assert chat.store.load("keep").messages != CHAT
+
+
+def test_turns_counts_what_was_left_out_and_lists_changed_files(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    answer = "First line of a long answer.\n" + "x" * 700
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("write_file", {"path": "notes.txt", "content": "n\n"})]),
+        reply(answer),
+    )
+    chat = make_chat("policy: {confirm: none}\n")
+    chat.run("write notes\r", "/turns\r", "/history\r")
+    hidden = len(answer) - len("First line of a long answer.")
+    assert f"First line of a long answer.… (+{hidden} chars)" in chat.text
+    assert "changed notes.txt" in chat.text
+    assert chat.text.count("1. you: write notes") == 2  # /history is /turns
+
+
+def test_conversation_turns_from_history() -> None:
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "move it"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "function": {"name": "move_file",
+                                      "arguments": {"source": "a", "destination": "b"}}},
+            {"id": "c2", "function": {"name": "read_file", "arguments": '{"path": "x"}'}},
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"success": true}'},
+        {"role": "tool", "tool_call_id": "c2", "content": '{"success": false, "error": "no"}'},
+        {"role": "assistant", "content": "Moved."},
+    ]  # fmt: skip
+    (turn,) = conversation_turns(messages)
+    assert turn.calls == ["✓ move_file b", "✗ read_file x"]
+    assert turn.changed == ["b"] and turn.answer == "Moved."
+
+
+def test_autosaves_are_bounded(make_chat: MakeChat, ollama: FakeOllama) -> None:
+    chat = make_chat("agent: {max_sessions: 3}\n")
+    for n in range(5):
+        chat.store.save(f"old-{n}", "m", CHAT)
+        past = time.time() - 1000 + n
+        os.utime(chat.store.path(f"old-{n}"), (past, past))
+    chat.session.max_sessions = 3  # make_chat builds the session without the config's value
+    ollama.enqueue(reply("hello"))
+    chat.run("hi\r")
+    names = chat.store.names()
+    assert len(names) == 3 and chat.session.session_name in names
+    assert names[1:] == ["old-4", "old-3"]  # the newest kept, the oldest removed
+
+
+def test_a_failed_attach_sends_nothing_and_says_so(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    chat = make_chat()
+    # Enter again sends what came back into the input: the same message, refused again.
+    chat.run("look at @missing.txt please\r", "\r", "\x03")
+    assert chat.text.count("@missing.txt not attached") == 2
+    assert "the message was not sent (it is back in the input)" in " ".join(chat.text.split("\n"))
+    assert ollama.chat_bodies == []
