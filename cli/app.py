@@ -37,8 +37,9 @@ app = typer.Typer(
     name="agent",
     help="metona-agent: let a local Ollama model read, search and change your files, "
     "under a YAML safety policy (see config.example.yaml).",
-    add_completion=False,
-    no_args_is_help=True,
+    # typer's --install-completion / --show-completion (bash, zsh, fish, PowerShell).
+    add_completion=True,
+    invoke_without_command=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -78,12 +79,14 @@ def _isatty(stream: TextIO) -> bool:
 # -- options shared by run and chat ----------------------------------------------------------
 
 ModelOpt = Annotated[
-    str | None, typer.Option("-m", "--model", help="Model to use (default: ollama.model).")
+    str | None,
+    typer.Option("-m", "--model", metavar="NAME", help="Model to use (default: ollama.model)."),
 ]
 HostOpt = Annotated[
     str | None,
     typer.Option(
         "--host",
+        metavar="HOST",
         help="Ollama server: http(s)://host[:port], host, host:port or :port "
         "(default: $OLLAMA_HOST, then ollama.host, then http://localhost:11434). With --api "
         "openai: the server's base URL, e.g. http://localhost:1234/v1.",
@@ -104,6 +107,7 @@ ConfigOpt = Annotated[
     typer.Option(
         "-c",
         "--config",
+        metavar="PATH",
         help="YAML config file (default: $XDG_CONFIG_HOME/metona-agent/config.yaml if it "
         "exists, else built-in defaults).",
     ),
@@ -168,6 +172,10 @@ def _main(
     ] = False,
 ) -> None:
     ctx.obj = {"debug": debug}
+    if ctx.invoked_subcommand is None:
+        # `agent` alone: the help, and exit 0 (it is not a usage error to ask what it does).
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
 
 
 @contextlib.contextmanager
@@ -207,7 +215,9 @@ def command(ctx: typer.Context) -> Iterator[Terminal]:
 )
 def run(
     ctx: typer.Context,
-    prompt: Annotated[str, typer.Argument(help="What to ask; '-' reads it from stdin.")],
+    prompt: Annotated[
+        str, typer.Argument(metavar="PROMPT", help="What to ask; '-' reads it from stdin.")
+    ],
     model: ModelOpt = None,
     host: HostOpt = None,
     config: ConfigOpt = None,
@@ -232,7 +242,10 @@ def run(
     max_steps: Annotated[
         int | None,
         typer.Option(
-            "--max-steps", min=1, help="At most this many model calls (default: agent.max_steps)."
+            "--max-steps",
+            min=1,
+            metavar="N",
+            help="At most this many model calls (default: agent.max_steps).",
         ),
     ] = None,
     think: ThinkOpt = None,
@@ -406,7 +419,7 @@ def chat(
         ),
     ] = False,
     name: Annotated[
-        str | None, typer.Argument(metavar="[NAME]", help="The session --resume reopens.")
+        str | None, typer.Argument(metavar="NAME", help="The session --resume reopens.")
     ] = None,
 ) -> None:
     with command(ctx) as terminal:
@@ -534,7 +547,9 @@ def models(
 )
 def history(
     ctx: typer.Context,
-    count: Annotated[int, typer.Option("-n", min=1, help="How many of the latest.")] = 30,
+    count: Annotated[
+        int, typer.Option("-n", min=1, metavar="N", help="How many of the latest.")
+    ] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON record a line.")] = False,
 ) -> None:
     with command(ctx) as terminal:
@@ -617,9 +632,16 @@ app.add_typer(audit_app)
 
 
 def _add_command_groups() -> None:
+    from cli.app_config import config_app, init
     from cli.app_sessions import sessions_app
 
     app.add_typer(sessions_app)
+    app.add_typer(config_app)
+    app.command(
+        "init",
+        help="Write a commented config (every key at its default) to the file `agent config "
+        "path` names, for you to edit. Never overwrites one.",
+    )(init)
 
 
 _add_command_groups()
@@ -627,7 +649,9 @@ _add_command_groups()
 AuditFileOpt = Annotated[
     str | None,
     typer.Option(
-        "--file", help="The log to read (default: $XDG_STATE_HOME/metona-agent/audit.jsonl)."
+        "--file",
+        metavar="PATH",
+        help="The log to read (default: $XDG_STATE_HOME/metona-agent/audit.jsonl).",
     ),
 ]
 
@@ -659,7 +683,7 @@ def audit_verify(ctx: typer.Context, file: AuditFileOpt = None) -> None:
 )
 def audit_show(
     ctx: typer.Context,
-    count: Annotated[int, typer.Option("-n", min=1, help="How many records.")] = 20,
+    count: Annotated[int, typer.Option("-n", min=1, metavar="N", help="How many records.")] = 20,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the records as they are stored, one a line.")
     ] = False,
@@ -769,7 +793,7 @@ def tolerate_any_encoding(*streams: object) -> None:
 def main() -> None:
     """Console-script entry point."""
     tolerate_any_encoding(sys.stdout, sys.stderr)
-    app()
+    app(prog_name="agent")  # also under `python -m cli`: help and completion name `agent`
 
 
 __all__ = ["EXIT_FAILURE", "app", "main"]

@@ -165,6 +165,8 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     source: str | None = field(default=None, compare=False)  # the file it came from
+    # The line of every key the file set (dotted path as a tuple), for `agent config`.
+    lines: Mapping[tuple[str, ...], int] = field(default_factory=dict, compare=False)
 
 
 # -- where things live -----------------------------------------------------------------------
@@ -277,7 +279,7 @@ def parse_config(text: str, source: str) -> Config:
         return dataclasses.replace(Config(), source=source)
     builder = _Builder(source, lines)
     config: Config = builder.build(Config, data, ())
-    return dataclasses.replace(config, source=source)
+    return dataclasses.replace(config, source=source, lines=lines)
 
 
 def _index_lines(
@@ -340,7 +342,7 @@ class _Builder:
         if not isinstance(data, dict):
             raise self.fail(path, f"expected a mapping of keys, got {_kind(data)}")
         hints = get_type_hints(cls)
-        known = [f.name for f in dataclasses.fields(cls) if f.name != "source"]
+        known = [f.name for f in dataclasses.fields(cls) if f.name not in ("source", "lines")]
         values: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
