@@ -161,16 +161,36 @@ def load_instructions(
 
 
 def work_tree_root(cwd: str) -> str | None:
-    """The nearest of cwd and its ancestors holding a `.git` entry (dir, file or link), or
-    None when cwd is in no git work tree."""
+    """The nearest of cwd and its ancestors holding a `.git` that looks like a repository's
+    (a directory with HEAD, or a `gitdir:` file) and is owned by us, or None when cwd is in
+    no such work tree. Ownership as git's safe.directory checks it: an empty `.git` another
+    user left in /tmp/shared must not make /tmp/shared/AGENTS.md this project's."""
     current = cwd
     while True:
-        if os.path.lexists(os.path.join(current, ".git")):
+        if _is_repository(os.path.join(current, ".git")):
             return current
         parent = os.path.dirname(current)
         if parent == current:
             return None
         current = parent
+
+
+def _is_repository(dot_git: str) -> bool:
+    try:
+        info = os.lstat(dot_git)
+    except OSError:
+        return False
+    if info.st_uid != os.geteuid():
+        return False
+    if stat.S_ISDIR(info.st_mode):
+        return os.path.isfile(os.path.join(dot_git, "HEAD"))
+    if stat.S_ISREG(info.st_mode) and info.st_size < 4096:  # a worktree's or submodule's
+        try:
+            with open(dot_git, "rb") as handle:
+                return handle.read(8) == b"gitdir: "
+        except OSError:
+            return False
+    return False
 
 
 def project_dirs(cwd: str, root: str | None) -> list[str]:

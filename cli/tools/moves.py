@@ -25,7 +25,6 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Mapping
-from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,7 @@ from cli.changes import Change
 from cli.paths import ResolvedPath
 from cli.tools import fsops
 from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, params, string
-from cli.tools.walk import Walk
+from cli.tools.walk import MAX_WALK_DEPTH
 
 RENAME_NOREPLACE = 1
 MAX_CHECKED_ENTRIES = 10_000  # a larger tree is not looked through: a person decides
@@ -55,7 +54,10 @@ def boundary(
     ctx: ToolContext,
 ) -> Crossing:
     """Look through the tree at `source` (a directory) as it is and as it would be at
-    `destination`. Not a directory, or nothing there: nothing to look at."""
+    `destination`. Not a directory, or nothing there: nothing to look at. Strict where the
+    listing walk is best-effort: every directory is entered (noise dirs too, never through a
+    symlink), and what cannot be looked through — an unreadable dir, an error, too many
+    entries, too deep — is never taken for clean: a person decides."""
     try:
         target = fsops.target(ctx, source)
         entry = fsops.inspect(target)
@@ -63,41 +65,87 @@ def boundary(
         return Crossing()  # the move fails the same way when it runs
     if entry is None or not stat.S_ISDIR(entry.info.st_mode):
         return Crossing()
-    caution = None
+    shown = ctx.show(source)
     try:
         with fsops.open_dir(target) as top:
-            walk = Walk(
-                top,
-                source,
-                max_visits=MAX_CHECKED_ENTRIES,
-                include_hidden=True,
-                hides=lambda _path: False,  # entered, to see every name under it
-            )
-            with closing(walk):
-                for found in walk:
-                    moved = os.path.join(destination, found.relative)
-                    if hides(found.path) or hides(moved):
-                        shown = ctx.show(found.path)
-                        return Crossing(
-                            refusal=f"{ctx.show(source)} holds {shown}, which the policy hides "
-                            "(a secret or a blocked dir); moving it would change how it is "
-                            "protected, so it is not moved"
+            return _look_through(top, source, destination, hides, is_surface, ctx)
+    except (ToolError, OSError) as exc:
+        return Crossing(
+            caution=f"{shown} could not be looked through ({exc}), so a person must confirm"
+        )
+
+
+def _look_through(
+    top: int,
+    source: str,
+    destination: str,
+    hides: Callable[[str], bool],
+    is_surface: Callable[[str], bool],
+    ctx: ToolContext,
+) -> Crossing:
+    shown = ctx.show(source)
+    caution: str | None = None
+    seen = 0
+    stack: list[tuple[int, str, int]] = [(os.dup(top), "", 1)]  # (fd, relative dir, depth)
+    try:
+        while stack:
+            fd, relative, depth = stack.pop()
+            try:
+                with os.scandir(fd) as it:
+                    names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+            except OSError as exc:
+                caution = caution or _unseen(shown, relative, exc)
+                os.close(fd)
+                continue
+            for name, is_dir in names:
+                seen += 1
+                if seen > MAX_CHECKED_ENTRIES:
+                    os.close(fd)
+                    return Crossing(
+                        caution=caution
+                        or (
+                            f"{shown} holds more than {MAX_CHECKED_ENTRIES} entries to look "
+                            "through, so a person must confirm"
                         )
-                    if caution is None and (is_surface(found.path) or is_surface(moved)):
-                        caution = (
-                            f"{ctx.show(source)} holds {ctx.show(found.path)}, an execution "
-                            "surface here or after the move (its content makes code run "
-                            "later), so a person must confirm"
-                        )
-            if walk.truncated:
-                return Crossing(
-                    caution=caution
-                    or f"{ctx.show(source)} holds more than {MAX_CHECKED_ENTRIES} entries (or "
-                    "nests too deep) to look through, so a person must confirm"
-                )
-    except (ToolError, OSError):
-        return Crossing()
+                    )
+                inner = f"{relative}{name}"
+                here, there = os.path.join(source, inner), os.path.join(destination, inner)
+                if hides(here) or hides(there):
+                    os.close(fd)
+                    return Crossing(
+                        refusal=f"{shown} holds {ctx.show(here)}, which the policy hides (a "
+                        "secret or a blocked dir); moving it would change how it is "
+                        "protected, so it is not moved"
+                    )
+                if caution is None and (is_surface(here) or is_surface(there)):
+                    caution = (
+                        f"{shown} holds {ctx.show(here)}, an execution surface here or after "
+                        "the move (its content makes code run later), so a person must confirm"
+                    )
+                if not is_dir:
+                    continue
+                if depth >= MAX_WALK_DEPTH:
+                    caution = caution or (
+                        f"{shown} nests deeper than {MAX_WALK_DEPTH} levels to look through, so "
+                        "a person must confirm"
+                    )
+                    continue
+                sub = fsops.open_subdir(fd, name)
+                if sub is None:
+                    caution = caution or _unseen(shown, inner, None)
+                    continue
+                stack.append((sub, inner + "/", depth + 1))
+            os.close(fd)
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
     return Crossing(caution=caution)
+
+
+def _unseen(shown: str, relative: str, exc: OSError | None) -> str:
+    why = f": {exc.strerror}" if exc is not None and exc.strerror else ""
+    where = f"{shown}/{relative.rstrip('/')}" if relative else shown
+    return f"{where} could not be looked into{why}, so a person must confirm the move"
 
 
 # -- the tool -------------------------------------------------------------------------------------
