@@ -25,9 +25,7 @@ def sessions_list(
     ctx: typer.Context,
     as_json: Annotated[
         bool,
-        typer.Option(
-            "--json", help="Print a JSON list: name, kind, last_used, turns, model, cwd."
-        ),
+        typer.Option("--json", help="Print a JSON list: name, kind, last_used, turns, model, cwd."),
     ] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:

@@ -577,6 +577,7 @@ class ChainCheck:
     records: int
     line: int | None = None
     problem: str | None = None
+    exists: bool = True  # False: no log yet (nothing was recorded), which is not a break
 
     @property
     def intact(self) -> bool:
@@ -584,19 +585,23 @@ class ChainCheck:
 
 
 def verify(path: Path) -> ChainCheck:
-    """Recompute every record's hash and every link; stops at the first break. Raises
-    OSError if the file cannot be read."""
+    """Recompute every record's hash and every link; stops at the first break. A log that
+    does not exist holds no records (it is created by the first tool call); raises OSError
+    if it exists and cannot be read."""
     previous: bytes | None = None
     number = 0
-    with open(path, "rb") as lines:
-        for number, raw in enumerate(lines, 1):
-            if not raw.endswith(b"\n"):
-                return ChainCheck(number - 1, number, "the last line is cut short (truncated?)")
-            line = raw[:-1]
-            problem = _check(line, previous, number)
-            if problem:
-                return ChainCheck(number - 1, number, problem)
-            previous = line
+    try:
+        with open(path, "rb") as lines:
+            for number, raw in enumerate(lines, 1):
+                if not raw.endswith(b"\n"):
+                    return ChainCheck(number - 1, number, "the last line is cut short (truncated?)")
+                line = raw[:-1]
+                problem = _check(line, previous, number)
+                if problem:
+                    return ChainCheck(number - 1, number, problem)
+                previous = line
+    except FileNotFoundError:
+        return ChainCheck(0, exists=False)
     return ChainCheck(number)
 
 

@@ -11,7 +11,12 @@ change that would need that (cli/tools/preflight.py).
     trash/ID/NAME      what a change deleted (a file, a link, or a whole tree)
     pending/MARKER     a write in flight: the temp file to remove if we die mid-way
 
-An undo is a change like any other, recorded with what it replaced: undoing it redoes.
+An undo is a change like any other, recorded with what it replaced: undoing it redoes. Read
+together (`Timeline`), the journal is an editor's undo stack: each change of the agent's is
+done or undone, repeated undos walk back through them, a redo re-applies the last undo, and a
+new change by the agent clears what could be redone. Every change carries its `turn`: one
+`Agent.run()` (one message in chat, one `agent run`), or one undo or redo, so that a turn is
+taken back, and brought back, in one step.
 
 Sizes are measured, and evicted backups removed, through directory fds at any depth, never
 following a symlink and never entering another mount (cli/tools/trees.py): a bind mount that
@@ -26,7 +31,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,6 +67,8 @@ class Change:
     id: int = 0  # given by ChangeStore.record
     time: str = ""
     session: str = ""
+    # The step that made it: the agent's turn, or the one undo or redo that recorded it.
+    turn: str = ""
     kept: int | None = None  # bytes the backup holds, measured when recorded
     evicted: bool = False  # the backup was dropped to stay under max_backup_bytes
 
@@ -88,6 +95,8 @@ class ChangeStore:
     # a new one, so each store (one per `agent run`, `agent chat`, `agent undo`) is its own.
     session: str = ""
     clock: Callable[[], float] = time.time
+    # The agent's turn in progress (`new_turn`): recorded with each change that sets none.
+    turn: str = ""
     _next: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -114,12 +123,34 @@ class ChangeStore:
             changes = self._read()
             number = (changes[-1].id if changes else 0) + 1
             stamp = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
-            change = replace(change, id=number, time=stamp, session=change.session or self.session)
+            change = replace(
+                change,
+                id=number,
+                time=stamp,
+                session=change.session or self.session,
+                turn=change.turn or self.turn,
+            )
             if change.backup is not None and change.kept is None:
                 change = replace(change, kept=self._size(change.backup))
             self._append(change)
             self._evict([*changes, change])
             return change
+
+    def new_turn(self) -> str:
+        """Start a turn (Agent.run does, for each message): the changes recorded until the
+        next one carry its id."""
+        self.turn = new_step("turn")
+        return self.turn
+
+    @contextlib.contextmanager
+    def as_turn(self, turn: str) -> Iterator[None]:
+        """Record the changes made inside as step `turn` (one undo or redo), then go back to
+        the agent's turn."""
+        agents, self.turn = self.turn, turn
+        try:
+            yield
+        finally:
+            self.turn = agents
 
     def room(self) -> int:
         """How many more bytes of backups the store holds without dropping one of this
@@ -195,6 +226,11 @@ class ChangeStore:
     def get(self, number: int) -> Change | None:
         return next((c for c in self.history() if c.id == number), None)
 
+    def changes_of_turn(self, turn: str) -> list[Change]:
+        """What the agent changed in turn `turn` (oldest first; its undos are not among them):
+        chat's list of turns shows these as the files each one changed."""
+        return [c for c in self.history() if turn and c.turn == turn and c.tool != "undo"]
+
     def backup_bytes(self, change: Change) -> bytes:
         return self.backup_path(change).read_bytes()
 
@@ -242,7 +278,7 @@ class ChangeStore:
         data = asdict(record) if isinstance(record, Change) else record
         if isinstance(record, Change):
             data.pop("evicted")
-        line = (json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8")
+        line = (json.dumps(data, ensure_ascii=True) + "\n").encode("utf-8")
         fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             os.write(fd, line)
@@ -320,6 +356,107 @@ class Backup:
 
     def __call__(self, old: bytes, _mode: int) -> None:
         self.name = self.store.keep(old)
+
+
+# -- the journal as an undo stack ---------------------------------------------------------------
+
+
+class Timeline:
+    """The journal read as an editor's undo stack; pure, nothing on disk is looked at.
+
+    Undoing the agent's change C is recorded as U (`undoes` C), redoing it as R (`undoes` U),
+    undoing it again as U' (`undoes` R)…: C's chain, whose newest record is its `tip`. An odd
+    number of steps from C to its tip: C is undone now. One undo or redo is one step: all the
+    records it made carry its `turn` (a whole turn's undo is one step, so one redo)."""
+
+    def __init__(self, changes: Sequence[Change]) -> None:
+        self.changes = sorted(changes, key=lambda c: c.id)
+        self._by_id = {c.id: c for c in self.changes}
+        self._root: dict[int, int] = {}
+        self.depth: dict[int, int] = {}  # steps from the chain's start: odd takes back
+        self.undone_by: dict[int, int] = {}  # a record → the newest record that undoes it
+        self._tip: dict[int, Change] = {}
+        for change in self.changes:
+            # Only an earlier record: a forged `undoes` cannot make a loop.
+            parent = self._by_id.get(change.undoes) if change.undoes is not None else None
+            if parent is None or parent.id >= change.id:
+                self._root[change.id], self.depth[change.id] = change.id, 0
+            else:
+                self._root[change.id] = self._root[parent.id]
+                self.depth[change.id] = self.depth[parent.id] + 1
+                self.undone_by[parent.id] = change.id
+            self._tip[self._root[change.id]] = change
+
+    def get(self, number: int) -> Change | None:
+        return self._by_id.get(number)
+
+    def original(self, change: Change) -> Change:
+        """The agent's change that `change` (an undo, a redo) is about; itself for one."""
+        return self._by_id[self._root[change.id]]
+
+    def is_original(self, change: Change) -> bool:
+        return change.tool != "undo" and self._root[change.id] == change.id
+
+    def tip(self, change: Change) -> Change:
+        """The newest record of the chain `change` is in: what undoing it now inverts."""
+        return self._tip[self._root[change.id]]
+
+    def is_undone(self, change: Change) -> bool:
+        return self.depth[self.tip(change).id] % 2 == 1
+
+    def live(self, scope: str | None) -> list[Change]:
+        """The agent's changes not undone now, within `scope` (None: anywhere), newest first."""
+        return [
+            c
+            for c in reversed(self.changes)
+            if self.is_original(c) and not self.is_undone(c) and within(c, scope)
+        ]
+
+    def elsewhere(self, scope: str | None) -> int:
+        """How many of the agent's changes not undone now are outside `scope`."""
+        return len(self.live(None)) - len(self.live(scope))
+
+    def turn_of(self, change: Change, scope: str | None) -> list[Change]:
+        """The changes of `change`'s turn not undone now, within `scope`, newest first."""
+        if not change.turn:
+            return [change]
+        return [c for c in self.live(scope) if c.turn == change.turn]
+
+    def next_redo(self, scope: str | None) -> list[Change]:
+        """The records of the newest undo not redone yet, newest first (a redo undoes them),
+        within `scope`; none once the agent changed something within it since (a new change
+        clears the redo stack, as in an editor)."""
+        mine = [c.id for c in self.changes if self.is_original(c) and within(c, scope)]
+        latest = max(mine, default=0)
+        steps: dict[str, list[Change]] = {}
+        for change in self.changes:
+            if change.tool == "undo":
+                steps.setdefault(change.turn or f"#{change.id}", []).append(change)
+        for records in sorted(steps.values(), key=lambda rs: rs[-1].id, reverse=True):
+            takes_back = [r for r in records if r.undoes is not None]
+            if records[0].id < latest or not takes_back:
+                continue
+            if any(self.depth[r.id] % 2 == 0 for r in takes_back):
+                continue  # a redo: undoing it is an undo
+            if not all(within(r, scope) for r in records):
+                continue
+            left = [r for r in records if r.id not in self.undone_by]  # a redo cut short
+            if left:
+                return left[::-1]
+        return []
+
+
+def within(change: Change, directory: str | None) -> bool:
+    """Is every path `change` touches (both ends of a move) in `directory` (None: anywhere)?"""
+    if directory is None:
+        return True
+    inside = directory.rstrip("/") + "/"
+    return all(p == directory or p.startswith(inside) for p in (change.path, change.origin) if p)
+
+
+def new_step(kind: str) -> str:
+    """A new id for a turn, or for one undo or redo."""
+    return f"{kind}-{int(time.time())}-{os.urandom(4).hex()}"
 
 
 _FIELDS = {f for f in Change.__dataclass_fields__ if f != "evicted"}

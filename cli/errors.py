@@ -40,6 +40,12 @@ class ServerUnreachable(OllamaError):
     """Nothing answers at the configured host."""
 
 
+class WrongURL(ServerUnreachable):
+    """Something answers at the host, but no model server of the kind asked for: the paths
+    every such server has are HTTP 404 (a wrong path in the URL, another program on the
+    port)."""
+
+
 class ModelNotFound(OllamaError):
     """The server does not have the model (HTTP 404)."""
 

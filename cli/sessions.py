@@ -75,7 +75,7 @@ class SessionStore:
             "messages": messages,
         }
         self.directory.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8")
+        data = json.dumps(record, ensure_ascii=True, indent=1).encode("utf-8")
         atomic_write(str(path), data)
         return path
 
@@ -209,9 +209,9 @@ def conversation_turns(messages: list[Message]) -> list[Turn]:
         elif role == "tool":
             key = str(message.get("tool_call_id") or message.get("tool_name") or "")
             name, argument = pending.pop(key, (str(message.get("tool_name", "")), ""))
-            ok = _succeeded(content)
+            ok, unchanged = _outcome(content)
             turns[-1].calls.append(f"{'✓' if ok else '✗'} {name} {argument}".rstrip())
-            if ok and name in _CHANGES_FILES and argument:
+            if ok and not unchanged and name in _CHANGES_FILES and argument:
                 turns[-1].changed.append(argument)
     return turns
 
@@ -231,9 +231,12 @@ def _key_argument(function: dict[str, Any]) -> str:
     return ""
 
 
-def _succeeded(content: str) -> bool:
+def _outcome(content: str) -> tuple[bool, bool]:
+    """(it succeeded, it changed nothing: a write of what the file already held)."""
     try:
         result = json.loads(content)
     except ValueError:
-        return False
-    return isinstance(result, dict) and result.get("success") is True
+        return False, False
+    if not isinstance(result, dict):
+        return False, False
+    return result.get("success") is True, result.get("unchanged") is True

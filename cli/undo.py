@@ -1,4 +1,6 @@
-"""Taking a change back (`agent undo`, `/undo`): what undoing it would do, and doing it.
+"""Taking a change back (`agent undo`, `/undo`, `agent redo`): which records one undo or redo
+inverts (`choose`, walking the journal as an undo stack: cli/changes.py `Timeline`), what
+inverting each would do (`plan_change`), and doing it (`apply`).
 
 An undo is itself a change, recorded with what it replaced, so undoing it redoes. It works on
 the path exactly as recorded (symlinks resolved when the change was made), reached from / with
@@ -16,9 +18,9 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
-from cli.changes import INVERSE, Backup, Change, ChangeStore, sha256
+from cli.changes import INVERSE, Backup, Change, ChangeStore, Timeline, new_step, sha256
 from cli.errors import AgentError
 from cli.paths import FileId
 from cli.tools import fsops
@@ -38,14 +40,120 @@ class Plan:
     conflict: str | None = None  # what changed since, when undoing would overwrite it
 
 
-def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = str) -> Plan:
-    """What undoing change `number` (the last change when None) would do."""
+@dataclass(frozen=True)
+class Step:
+    """What one `agent undo` or `agent redo` inverts: records, in this order (each the tip
+    of its chain), and the agent's changes they are about (`originals`, in step)."""
+
+    kind: Literal["undo", "redo"]
+    changes: tuple[Change, ...]
+    originals: tuple[Change, ...]
+    turn: bool = False  # a whole turn
+    # Per record, whether inverting it brings its original back (it is an undo: odd steps
+    # down its chain) rather than taking it back.
+    redoes: tuple[bool, ...] = ()
+
+
+def choose(
+    store: ChangeStore,
+    number: int | None = None,
+    *,
+    turn: bool = False,
+    redo: bool = False,
+    scope: str | None = None,
+    shown: Callable[[str], str] = str,
+) -> Step:
+    """The next undo (the newest change not undone, within `scope`: a directory, None for
+    anywhere), change `number`'s undo, the undo of its whole turn (`turn`), or the redo of
+    the last undo (`redo`)."""
     changes = store.history()
     if not changes:
-        raise UndoError("nothing to undo: no change has been recorded yet")
-    change = changes[-1] if number is None else next((c for c in changes if c.id == number), None)
+        raise UndoError(f"nothing to {'redo' if redo else 'undo'}: no change has been recorded yet")
+    line = Timeline(changes)
+    if redo:
+        records = line.next_redo(scope)
+        if not records:
+            where = f" under {shown(scope)}" if scope else ""
+            raise UndoError(
+                f"nothing to redo{where}: no undo since the agent's last change there "
+                "(a new change clears what could be redone)"
+            )
+        undone = tuple(line.original(r) for r in records)
+        return Step("redo", tuple(records), undone, redoes=(True,) * len(records))
+    if number is not None:
+        first = _numbered(line, number)
+    else:
+        found = line.live(scope)
+        if not found:
+            raise UndoError(_nothing_left(line, scope, shown))
+        first = found[0]
+    if not line.is_original(first):  # an undo or redo, by its id: inverted as it is
+        odd = line.depth[first.id] % 2 == 1
+        return Step("undo", (first,), (line.original(first),), redoes=(odd,))
+    originals = line.turn_of(first, None if number is not None else scope) if turn else [first]
+    tips = tuple(line.tip(c) for c in originals)
+    return Step("undo", tips, tuple(originals), turn, redoes=(False,) * len(tips))
+
+
+def _numbered(line: Timeline, number: int) -> Change:
+    change = line.get(number)
     if change is None:
         raise UndoError(f"no change #{number}; `agent history` lists them")
+    if line.is_original(change) and line.is_undone(change):
+        tip = line.tip(change).id
+        raise UndoError(
+            f"change #{number} is already undone (by #{tip}); `agent redo` brings back the "
+            f"last undo, `agent undo {tip}` this one"
+        )
+    if not line.is_original(change) and change.id in line.undone_by:
+        raise UndoError(f"change #{number} is already taken back (by #{line.undone_by[number]})")
+    return change
+
+
+def _nothing_left(line: Timeline, scope: str | None, shown: Callable[[str], str]) -> str:
+    others = line.elsewhere(scope)
+    if scope is not None and others:
+        many = "change" if others == 1 else "changes"
+        return (
+            f"nothing to undo under {shown(scope)}: {others} {many} elsewhere; "
+            "`agent undo --all` takes back the newest of them, `agent undo ID` one from "
+            "`agent history`"
+        )
+    return "nothing left to undo: every change recorded is undone (`agent redo` redoes the last)"
+
+
+def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = str) -> Plan:
+    """What undoing change `number` (the newest not undone, anywhere, when None) would do."""
+    return plan_change(store, choose(store, number).changes[0], shown)
+
+
+def precheck(store: ChangeStore, step: Step, shown: Callable[[str], str] = str) -> list[Plan]:
+    """Before anything of `step` is done: every record it inverts can be (backups kept, names
+    ours), and the conflicts of those that meet the files as they are now, the first of the
+    step to touch each path (a later one meets what an earlier one put back, and is looked
+    at when its turn comes)."""
+    touched: list[str] = []
+    plans = []
+    for change in step.changes:
+        paths = [p for p in (change.path, change.origin) if p]
+        fresh = not any(_overlap(p, q) for p in paths for q in touched)
+        plans.append(plan_change(store, change, shown, look=fresh))
+        touched.extend(paths)
+    return plans
+
+
+def _overlap(one: str, other: str) -> bool:
+    return (
+        one == other
+        or one.startswith(other.rstrip("/") + "/")
+        or other.startswith(one.rstrip("/") + "/")
+    )
+
+
+def plan_change(
+    store: ChangeStore, change: Change, shown: Callable[[str], str] = str, *, look: bool = True
+) -> Plan:
+    """What inverting the record `change` would do now, and (`look`) what changed since."""
     if change.evicted and change.action != "move":  # a move goes back; see _unmove
         raise UndoError(
             f"change #{change.id} can no longer be undone: its backup was dropped to keep the "
@@ -66,8 +174,22 @@ def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = s
             f"change #{change.id} names a path or backup the agent never records (is the "
             "journal forged?); not undone"
         ) from None
+    if not look:
+        return Plan(change, summary(change, shown))
+    try:
+        conflict = _conflict(change, shown(change.path))
+    except ToolError as exc:
+        raise UndoError(f"change #{change.id} cannot be undone now: {exc}") from None
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise UndoError(f"change #{change.id} cannot be undone now: {why}") from None
+    return Plan(change, summary(change, shown), conflict)
+
+
+def summary(change: Change, shown: Callable[[str], str] = str) -> str:
+    """What inverting the record `change` does, in one line."""
     path = shown(change.path)
-    summary = {
+    return {
         "create": f"delete {path}, which change #{change.id} created (into the trash)",
         "overwrite": f"put back the content {path} had before change #{change.id}",
         "delete": f"bring {path} back from the trash",
@@ -81,24 +203,20 @@ def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = s
             else ""
         ),
     }[change.action]
-    try:
-        conflict = _conflict(change, path)
-    except ToolError as exc:
-        raise UndoError(f"change #{change.id} cannot be undone now: {exc}") from None
-    except OSError as exc:
-        why = exc.strerror or exc
-        raise UndoError(f"change #{change.id} cannot be undone now: {why}") from None
-    return Plan(change, summary, conflict)
 
 
-def apply(store: ChangeStore, undo: Plan, *, overwrite: bool = False) -> Change:
-    """Do what `undo` says; a conflict needs `overwrite` (after a person said yes)."""
+def apply(
+    store: ChangeStore, undo: Plan, *, overwrite: bool = False, step: str | None = None
+) -> Change:
+    """Do what `undo` says; a conflict needs `overwrite` (after a person said yes). What it
+    records is step `step` (one undo or redo: several calls may share it; default: its own)."""
     if undo.conflict and not overwrite:
         raise UndoError(f"{undo.conflict}; not undone (nothing overwritten)")
     change = undo.change
     target = fsops.Target(change.path, "/", change.path)
     try:
-        return _INVERT[change.action](store, change, target)
+        with store.as_turn(step or new_step("undo")):
+            return _INVERT[change.action](store, change, target)
     except ToolError as exc:
         raise UndoError(f"change #{change.id} was not undone: {exc}") from None
     except OSError as exc:

@@ -35,6 +35,10 @@ class Stream:
     stall: float = 0.0
     endless: bool = False  # keep sending the last line until the client goes away
     header_delay: float = 0.0  # wait this long before even the status line
+    # Wait for `gate` (set by the test) before sending line `gate_at` (negative: from the
+    # end): a stall that lasts exactly as long as the test needs, on no clock.
+    gate: threading.Event | None = None
+    gate_at: int = -1
 
 
 @dataclass
@@ -313,7 +317,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             lines = list(response.lines)
             index = 0
+            gate_at = response.gate_at % len(lines) if lines else 0
             while index < len(lines) or response.endless:
+                if response.gate is not None and index == gate_at:
+                    response.gate.wait(120)
                 line = lines[min(index, len(lines) - 1)]
                 if isinstance(line, dict) and line.get("done") and self.fake.prompt_tokens:
                     line = {**line, "prompt_eval_count": self.fake.prompt_tokens(body)}

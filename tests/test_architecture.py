@@ -18,6 +18,7 @@ CORE = [
     "cli.context",
     "cli.errors",
     "cli.events",
+    "cli.backends.failures",
     "cli.backends.messages",
     "cli.backends.ollama",
     "cli.backends.openai",

@@ -1,5 +1,5 @@
 """Nothing lost: atomic writes under kill -9, a full disk and Ctrl-C; backups and a trash;
-`agent history` and `agent undo` (undo of an undo too); conflicts with someone's edit."""
+`agent history`, `agent undo` and `agent redo`; conflicts with someone's edit."""
 
 from __future__ import annotations
 
@@ -122,11 +122,12 @@ def test_overwrite_is_backed_up_and_undo_restores_it_and_redoes(
     assert oct(notes.stat().st_mode & 0o777) == oct(0o640)
     assert "put back the content" in undone.stderr
 
-    redone = run_cli("undo")  # the undo is a change too: undoing it redoes
+    redone = run_cli("redo")  # the undo is a change too: a redo undoes it
     assert redone.code == 0, redone.stderr
     assert notes.read_text() == "oops\n"
     lines = run_cli("history").stdout.splitlines()
     assert len(lines) == 3 and "undoes #1" in lines[1] and "undoes #2" in lines[2]
+    assert "(redone by #3)" in lines[0]
 
 
 def test_delete_goes_to_the_trash_and_undo_brings_it_back(
@@ -176,7 +177,7 @@ def test_created_files_and_directories_can_be_undone(
     assert run_cli("run", "--yes", "make things").code == 0
     assert run_cli("undo").code == 0
     assert not (workspace / "new.txt").exists()
-    assert run_cli("undo").code == 0  # undo the undo: the file is back
+    assert run_cli("redo").code == 0  # redo (undo the undo): the file is back
     assert (workspace / "new.txt").read_text() == "fresh\n"
     assert run_cli("undo", "1").code == 0  # the first change: both new directories go
     assert not (workspace / "pkg").exists()
@@ -225,8 +226,8 @@ def test_undo_asks_on_a_terminal_when_the_file_changed_since(
     child.close()
     assert child.exitstatus == (0 if answer == "y" else 1)
     assert notes.read_text() == expected
-    if answer == "y":  # what was there is in the trash: the undo can be undone
-        assert run_cli("undo").code == 0
+    if answer == "y":  # what was there is kept: a redo brings it back
+        assert run_cli("redo").code == 0
         assert notes.read_text() == "v3\n"
 
 
@@ -402,6 +403,10 @@ def test_a_forged_journal_cannot_make_undo_write_where_the_policy_forbids(
     store.record(
         Change("write_file", "overwrite", str(victim), backup=blob, after=sha256(b"original\n"))
     )
-    r = run_cli("undo", "--yes")
-    assert r.code == 1 and words in r.stderr
-    assert victim.read_text() == "original\n"
+    # Outside the working directory: a plain `agent undo` does not reach it; named by id or
+    # with --all, the policy refuses it.
+    assert run_cli("undo", "--yes").code == 1
+    for how in (("1",), ("--all",)):
+        r = run_cli("undo", *how, "--yes")
+        assert r.code == 1 and words in r.stderr
+        assert victim.read_text() == "original\n"

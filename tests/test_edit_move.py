@@ -309,7 +309,7 @@ def test_move_renames_and_undo_moves_it_back_and_redo_again(
     assert "move" in undone.stderr
     assert (workspace / "draft.md").read_text() == "text\n"
     assert not (workspace / "docs/notes/final.md").exists()
-    redone = run_cli("undo")
+    redone = run_cli("redo")
     assert redone.code == 0, redone.stderr
     assert (workspace / "docs/notes/final.md").read_text() == "text\n"
 
@@ -475,3 +475,70 @@ def test_rename_never_replaces_what_appeared_at_the_destination(workspace: Path)
         rename(src, dst)
     assert (workspace / "b.txt").read_text() == "someone's file\n"
     assert (workspace / "a.txt").read_text() == "a\n"
+
+
+def test_the_tree_check_enters_every_directory(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    # Listing and search skip noise dirs (.cache, .hg, .idea…); the move check must not: a
+    # secret below one would otherwise move out from under its protection.
+    private = workspace / "proj" / ".cache" / "private"
+    private.mkdir(parents=True)
+    (private / "data.txt").write_text("TOP SECRET\n")
+    yaml = f"policy:\n  confirm: none\n  secrets: ['{workspace}/proj/.cache/private']\n"
+    ollama.enqueue(reply(tool_calls=[tool_call(*move("proj", "p2"))]), reply("ok"))
+    decided = decisions(make_agent(yaml).run("go"))[0]
+    assert decided.decision.action == "deny" and decided.decision.rule == "move_boundary"
+    assert (private / "data.txt").exists() and not (workspace / "p2").exists()
+
+
+def test_a_tree_that_cannot_be_looked_through_needs_a_person(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads every directory: run as a user to see an unreadable one")
+    (workspace / "d" / "sub").mkdir(parents=True)
+    os.chmod(workspace / "d", 0o311)  # can pass through, cannot list
+    try:
+        ollama.enqueue(reply(tool_calls=[tool_call(*move("d", "e"))]), reply("ok"))
+        decided = decisions(make_agent(YES).run("go"))[0]
+        assert decided.decision.needs_human and decided.decision.rule == "move_boundary"
+    finally:
+        os.chmod(workspace / "d", 0o755)
+
+
+def test_undo_of_a_directory_move_looks_through_its_tree(
+    make_agent: MakeAgent, run_cli: RunCli, ollama: FakeOllama, workspace: Path
+) -> None:
+    # Moved out as .github → gh (nothing in it ran code), filled with a workflow, moved back
+    # by an undo: that would plant .github/workflows/evil.yml without a person.
+    (workspace / ".github").mkdir()
+    (workspace / ".github" / "CODEOWNERS").write_text("* @me\n")
+    out = run_calls(make_agent(YES), ollama, move(".github", "gh"))
+    assert out[0]["success"] is True, out[0]
+    (workspace / "gh" / "workflows").mkdir()
+    (workspace / "gh" / "workflows" / "evil.yml").write_text("on: push\n")
+    r = run_cli("undo", "--yes")
+    assert r.code != 0 and "execution surface" in r.stderr
+    assert not (workspace / ".github").exists()
+
+
+def test_a_change_to_a_name_that_is_not_utf8_is_recorded(
+    make_agent: MakeAgent, run_cli: RunCli, ollama: FakeOllama, workspace: Path
+) -> None:
+    name = os.fsdecode(b"x\xff.txt")  # a lone surrogate in Python's view of the name
+    target = os.path.join(workspace, name)
+    with open(os.fsencode(target), "wb") as f:
+        f.write(b"old precious\n")
+    out = run_calls(
+        make_agent(YES),
+        ollama,
+        ("read_file", {"path": name}),
+        ("edit_file", {"path": name, "old_string": "old precious", "new_string": "gone"}),
+    )
+    assert out[1]["success"] is True, out[1]
+    assert isinstance(out[1]["change"], int)
+    undone = run_cli("undo", "--yes")
+    assert undone.code == 0, undone.stderr
+    with open(os.fsencode(target), "rb") as f:
+        assert f.read() == b"old precious\n"

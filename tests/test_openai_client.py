@@ -866,14 +866,14 @@ def test_unreachable_server(make_client: MakeClient) -> None:
 def test_unknown_host_name(make_client: MakeClient) -> None:
     with pytest.raises(ServerUnreachable) as info:
         chat(make_client("http://nonexistent.invalid:1234/v1"))
-    assert "name not resolved" in str(info.value)
+    assert "cannot resolve host 'nonexistent.invalid'" in str(info.value)
     assert_one_line(info.value)
 
 
 def test_tls_to_a_plain_http_server(openai: FakeOpenAI, make_client: MakeClient) -> None:
     with pytest.raises(ServerUnreachable) as info:
         chat(make_client(openai.url.replace("http://", "https://")))
-    assert "TLS failed" in str(info.value)
+    assert "TLS handshake failed" in str(info.value)
     assert_one_line(info.value)
 
 

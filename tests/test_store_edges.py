@@ -532,7 +532,7 @@ def test_attack_hangs_and_tracebacks_undo_deep_tree(
         assert no_traceback(undone.stderr)
         assert not (workspace / "d").exists()
 
-        redone = run_cli("undo")  # the undo of the undo: the whole tree comes back
+        redone = run_cli("redo")  # the undo of the undo: the whole tree comes back
         assert redone.code == 0, redone.stderr
         assert depth_of(workspace) == (DEPTH, None)
 

@@ -14,10 +14,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
+from cli.backends.failures import Wording, connection_error
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
@@ -40,8 +42,8 @@ from cli.errors import (
     ModelUnsupported,
     OllamaError,
     ServerTimeout,
-    ServerUnreachable,
     StreamError,
+    WrongURL,
 )
 
 DEFAULT_HOST = "http://localhost:11434"
@@ -66,6 +68,9 @@ _CONTEXT_ERROR = re.compile(
 # Models whose `think` takes only a level and ignores booleans (server/routes.go
 # shouldUseHarmony: the gpt-oss family).
 _LEVEL_THINKERS = frozenset({"gptoss", "gpt-oss"})
+# Endpoints every Ollama has had since its first releases: a 404 there means that whatever
+# answers at the URL is not Ollama (a wrong path in OLLAMA_HOST, another program on the port).
+_ALWAYS_SERVED = ("/api/tags", "/api/version")
 
 
 def normalize_host(raw: str) -> str:
@@ -278,14 +283,13 @@ class OllamaClient:
                     json=body,
                     headers=self._headers,
                     stream=stream,
-                    timeout=(CONNECT_TIMEOUT, self._timeout),
+                    timeout=(self._connect_timeout, self._timeout),
                 )
-            except requests.exceptions.ConnectTimeout as exc:
-                raise ServerUnreachable(self._unreachable("connection timed out")) from exc
             except requests.exceptions.ReadTimeout as exc:
                 raise ServerTimeout(self._timeout_message()) from exc
             except requests.exceptions.ConnectionError as exc:
-                raise ServerUnreachable(self._unreachable("connection refused")) from exc
+                # Also a bad name, TLS, a connect timeout, and a read timeout in the body.
+                raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
             except requests.exceptions.RequestException as exc:
                 raise OllamaError(f"request to {url} failed: {exc}") from exc
             if response.status_code == 503 and attempt < BUSY_RETRIES:
@@ -293,20 +297,36 @@ class OllamaClient:
                 self._sleep(0.5 * 2**attempt)
                 continue
             if response.status_code >= 400:
-                raise self._http_error(response, model)
+                raise self._http_error(response, path, model)
             return response
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _http_error(self, response: requests.Response, model: str) -> OllamaError:
+    @property
+    def _connect_timeout(self) -> float:
+        return min(CONNECT_TIMEOUT, self._timeout)
+
+    @property
+    def _says(self) -> Wording:
+        return Wording("OLLAMA_HOST / --host", self._unreachable, self._timeout_message)
+
+    def _http_error(self, response: requests.Response, path: str, model: str) -> OllamaError:
         try:
             text = response.text
         finally:
             response.close()
         detail = one_line(_error_text(text) or text)[:200] or response.reason or ""
         status = response.status_code
+        if status == 404 and path in _ALWAYS_SERVED:
+            return self._not_ollama(path)
         # Match on status first: older servers word the 404 differently ("try pulling it first").
         if status == 404 and model:
-            near = closest_models(model, self._names_quietly())
+            try:  # also tells a missing model from a URL where no Ollama answers at all
+                names = self.list_models()
+            except WrongURL as exc:
+                return exc
+            except AgentError:
+                names = []
+            near = closest_models(model, names)
             hint = f"did you mean {', '.join(near)}? " if near else ""
             return ModelNotFound(
                 f"model '{model}' not found on {self._base}: {hint}run `ollama pull {model}`, "
@@ -335,12 +355,15 @@ class OllamaClient:
             )
         return OllamaError(f"Ollama at {self._base} answered HTTP {status}: {detail}")
 
-    def _names_quietly(self) -> list[str]:
-        """The server's models for a "did you mean", or none if it cannot say."""
-        try:
-            return self.list_models()
-        except AgentError:
-            return []
+    def _not_ollama(self, path: str) -> WrongURL:
+        if urlsplit(self._base).path:
+            why = "Ollama's own URL has no path unless a proxy adds one: http://HOST:11434"
+        else:
+            why = "is another program on that port?"
+        return WrongURL(
+            f"no Ollama answers at {self._base} (GET {path}: HTTP 404): check OLLAMA_HOST / "
+            f"--host; {why}"
+        )
 
     def _too_long(self, model: str, detail: str) -> ContextTooLong:
         return ContextTooLong(

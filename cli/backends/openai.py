@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
-from http.client import RemoteDisconnected
 from typing import Any
 
 import requests
-from urllib3.exceptions import NameResolutionError, ProtocolError, ReadTimeoutError
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
+from cli.backends.failures import Wording, connection_error, is_reset
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
@@ -55,8 +53,8 @@ from cli.errors import (
     ModelUnsupported,
     OllamaError,
     ServerTimeout,
-    ServerUnreachable,
     StreamError,
+    WrongURL,
 )
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -297,24 +295,20 @@ class OpenAIClient:
                     json=body,
                     headers=self._headers,
                     stream=True,  # every body is read in bounded pieces
-                    timeout=(CONNECT_TIMEOUT, self._timeout),
+                    timeout=(self._connect_timeout, self._timeout),
                 )
-            except requests.exceptions.ConnectTimeout as exc:
-                raise ServerUnreachable(self._unreachable("connection timed out")) from exc
-            except requests.exceptions.SSLError as exc:
-                why = f"TLS failed: {_tls_reason(exc)}"
-                raise ServerUnreachable(self._unreachable(why)) from exc
             except requests.exceptions.ReadTimeout as exc:
                 raise ServerTimeout(self._timeout_message()) from exc
             except requests.exceptions.ConnectionError as exc:
-                why = _connection_failure(exc)
-                if why.startswith("connection reset") and not reset_retried:
+                tls = isinstance(exc, requests.exceptions.SSLError)
+                if not tls and not reset_retried and is_reset(exc):
                     # A kept-alive connection the server dropped (uvicorn resets the one whose
                     # stream failed): once more, on a new connection.
                     reset_retried = True
                     self._session.close()
                     continue
-                raise ServerUnreachable(self._unreachable(why)) from exc
+                # Also a bad name, TLS, a connect timeout.
+                raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
             except requests.exceptions.RequestException as exc:
                 raise OllamaError(f"request to {url} failed: {exc}") from exc
             if response.status_code in (429, 503) and attempt < BUSY_RETRIES:
@@ -325,6 +319,14 @@ class OpenAIClient:
                 raise self._http_error(response, path, model)
             return response
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    @property
+    def _connect_timeout(self) -> float:
+        return min(CONNECT_TIMEOUT, self._timeout)
+
+    @property
+    def _says(self) -> Wording:
+        return Wording("--host / ollama.host", self._unreachable, self._timeout_message)
 
     def _http_error(self, response: requests.Response, path: str, model: str) -> OllamaError:
         try:
@@ -352,12 +354,12 @@ class OpenAIClient:
                 "with -m (GET /models lists them)"
             )
         if status in (404, 405):
-            hint = (
-                "the base URL usually ends in /v1, e.g. http://localhost:1234/v1"
-                if not self._base.endswith("/v1")
-                else "is it an OpenAI-compatible server?"
+            fix = "check the base URL"
+            if not self._base.endswith("/v1"):
+                fix += ": it usually ends in /v1, e.g. http://localhost:1234/v1"
+            return _NoSuchPath(
+                f"{self._no_server}: {self._base}{path} does not exist (HTTP {status}); {fix}"
             )
-            return _NoSuchPath(f"{self._base}{path} does not exist (HTTP {status}): {hint}")
         low = detail.lower()
         if status == 400 and ("tool choice" in low or "tool_choice" in low or "tools" in low):
             # vLLM without --enable-auto-tool-choice, a llama-server without --jinja.
@@ -385,6 +387,11 @@ class OpenAIClient:
         except _NoSuchPath:
             if not self._base.endswith("/v1"):
                 raise  # more likely a base URL without its /v1 than a server without /models
+            if not self._serves_chat():
+                raise WrongURL(
+                    f"{self._no_server}: GET /models and POST /chat/completions are both "
+                    "HTTP 404; check the base URL"
+                ) from None
             entries = None
         else:
             with response:
@@ -398,6 +405,35 @@ class OpenAIClient:
             entries = [e for e in listed if isinstance(e, dict) and isinstance(e.get("id"), str)]
         self._models_cache = (now, entries)
         return entries
+
+    @property
+    def _no_server(self) -> str:
+        return f"no OpenAI-compatible server answers at {self._base}"
+
+    def _serves_chat(self) -> bool:
+        """Whether {base}/chat/completions exists, for a server whose /models is a 404: an
+        empty request gets the server's own error (400, 422, 401, or a 404 that names the
+        model), a path it does not have gets a bare 404 or 405. Nothing is generated. A
+        probe that cannot tell says yes: the chat request itself will say what is wrong."""
+        try:
+            response = self._session.post(
+                self._base + "/chat/completions",
+                json={},
+                headers=self._headers,
+                stream=True,
+                timeout=(self._connect_timeout, self._timeout),
+            )
+        except requests.exceptions.RequestException:
+            return True
+        with response:
+            if response.status_code not in (404, 405):
+                return True
+            try:
+                raw = self._read_body(response, limit=64 * 1024, cut=True)
+            except OllamaError:
+                return True
+        message, code = error_parts(raw.decode("utf-8", "replace"))
+        return bool(_MODEL_WORDS.search(message) or "model_not_found" in code)
 
     def _context_length(self, entry: Mapping[str, Any]) -> int | None:
         """The context the server gives this model, where it says: in its /models entry
@@ -600,41 +636,6 @@ def context_too_long(base: str, detail: str) -> ContextTooLong:
 
 def _is_json(response: requests.Response) -> bool:
     return response.headers.get("Content-Type", "").startswith("application/json")
-
-
-def _connection_failure(exc: BaseException) -> str:
-    """Why a connection failed, in a few words."""
-    causes = list(_causes(exc))
-    if any(isinstance(e, (NameResolutionError, socket.gaierror)) for e in causes):
-        return "name not resolved"
-    if any(isinstance(e, ConnectionRefusedError) for e in causes):
-        return "connection refused"
-    if any(isinstance(e, (ConnectionResetError, RemoteDisconnected)) for e in causes):
-        return "connection reset by the server"
-    return "connection failed"
-
-
-def _tls_reason(exc: BaseException) -> str:
-    for cause in _causes(exc):
-        if isinstance(cause, ssl.SSLCertVerificationError) and cause.verify_message:
-            return str(cause.verify_message)
-        if isinstance(cause, ssl.SSLError) and cause.reason:
-            return str(cause.reason).replace("_", " ").lower()
-    return "handshake failed"
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """The exception, what it wraps (urllib3 keeps the cause in `.reason` and `.args`), and
-    their causes: a bounded walk, since such chains can loop."""
-    todo: list[Any] = [exc]
-    seen: set[int] = set()
-    while todo and len(seen) < 32:
-        item = todo.pop()
-        if not isinstance(item, BaseException) or id(item) in seen:
-            continue
-        seen.add(id(item))
-        yield item
-        todo += [item.__cause__, item.__context__, getattr(item, "reason", None), *item.args]
 
 
 def _parameter_size(value: Any) -> str | None:

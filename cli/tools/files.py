@@ -22,6 +22,7 @@ from cli.tools.base import (
 )
 from cli.tools.edits import EditFailed, plan_edit
 from cli.tools.memory import Fingerprint
+from cli.tools.unchanged import same, unchanged_result
 
 # -- read_file -------------------------------------------------------------------------------
 
@@ -135,10 +136,18 @@ def write_file(
 
 def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> Result:
     """Write `data` over the checked path the durable way: the old content kept for undo,
-    a conflict if the file changed since the model saw it, the change recorded."""
+    a conflict if the file changed since the model saw it, the change recorded. Content the
+    file holds already is no change: nothing written or recorded (cli/tools/unchanged.py)."""
     path = checked.real  # a symlink inside the allowed dirs is written through, not replaced
     if len(data) > ctx.limits.max_write_bytes:
         raise fsops.too_large("content", len(data), ctx.limits.max_write_bytes)
+    try:
+        seen = same(ctx, checked, data)
+    except (ToolError, OSError):
+        seen = None  # cannot tell: the write goes on, and fails the same way if it must
+    if seen is not None:
+        ctx.memory.remember(path, seen)
+        return unchanged_result(path, len(data))
     store = ctx.changes
     backup = Backup(store) if store else None
     try:

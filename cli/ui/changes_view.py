@@ -1,28 +1,33 @@
-"""`agent history`, `agent undo` and `/undo`: the change journal as lines, and the one undo
-conversation both front ends have (show what happens, ask only on a conflict)."""
+"""`agent history`, `agent undo`, `agent redo`, `/undo` and `/redo`: the change journal as
+lines, and the one undo conversation both front ends have (show what happens, ask only on a
+conflict, once; say what each file is now, and as of when)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
-from cli.changes import Change, ChangeStore
+from cli.changes import Change, ChangeStore, Timeline, new_step
 from cli.paths import display_path, resolve_path
 from cli.policy import Policy
 from cli.tools.fsops import human_size
 from cli.ui.text import sanitize
-from cli.undo import UndoError, apply, plan
+from cli.undo import Plan, Step, UndoError, apply, choose, plan_change, precheck
 
 
 def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
     """One line a change, oldest first: id, time (UTC), tool, action, path, size, notes."""
-    undone = {c.undoes for c in changes if c.undoes}
+    line = Timeline(changes)
     rows = []
     for change in changes:
         notes = []
         if change.undoes:
             notes.append(f"undoes #{change.undoes}")
-        if change.id in undone:
-            notes.append("undone")
+        if line.is_original(change) and line.tip(change) is not change:
+            tip = line.tip(change)
+            notes.append(f"{'undone' if line.is_undone(change) else 'redone'} by #{tip.id}")
+        elif not line.is_original(change) and change.id in line.undone_by:
+            notes.append(f"undone by #{line.undone_by[change.id]}")
         if change.evicted:
             notes.append("cannot be undone: its backup was dropped for space by a later session")
         elif not change.undoable:
@@ -36,6 +41,16 @@ def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
     return rows
 
 
+def turn_files(store: ChangeStore, turn: str, cwd: str) -> list[str]:
+    """The files and directories turn `turn` changed, as chat's list of turns shows them
+    (each once, in the order first changed; "a → b" for a move)."""
+    shown = [
+        _shown(c.origin, cwd) + " → " + _shown(c.path, cwd) if c.origin else _shown(c.path, cwd)
+        for c in store.changes_of_turn(turn)
+    ]
+    return list(dict.fromkeys(shown))
+
+
 def undo_flow(
     store: ChangeStore,
     number: int | None,
@@ -44,31 +59,149 @@ def undo_flow(
     say: Callable[[str], None],
     ask: Callable[[str], bool] | None,
     policy: Policy | None = None,
-) -> Change:
-    """Undo change `number` (the last one when None), telling the user what happens. A
-    conflict (the file changed since) is put to `ask`; with no one to ask (`--yes`, no
-    terminal) it is refused: restoring never silently overwrites someone's edit.
+    turn: bool = False,
+    everywhere: bool = False,
+    redo: bool = False,
+) -> list[Change]:
+    """Undo the newest change not undone under `cwd` (anywhere with `everywhere`), change
+    `number`, the whole turn of either (`turn`), or redo the last undo (`redo`); tell the
+    user what happens, and what each record done is. A conflict (a file changed since) is
+    put to `ask`, once, before anything is done; with no one to ask (`--yes`, no terminal)
+    it is refused: restoring never silently overwrites someone's edit.
 
     The journal is ours, but a sandbox that cannot hide it (Landlock, with the home dir
-    allowed) could let a command rewrite it; so the path is held to today's policy too:
-    never a blocked or secret path, and a protected one only after a person says yes."""
-    undo = plan(store, number, lambda path: sanitize(display_path(path, cwd)))
-    say(f"undo #{undo.change.id}: {undo.summary}")
+    allowed) could let a command rewrite it; so every path an undo writes (both ends of a
+    move) is held to today's policy too: never a blocked or secret path, and a protected
+    one only after a person says yes."""
+
+    def shown(path: str) -> str:
+        return _shown(path, cwd)
+
+    scope = None if everywhere or number is not None else os.path.realpath(cwd)
+    step = choose(store, number, turn=turn, redo=redo, scope=scope, shown=sanitize)
+    plans = precheck(store, step, shown)
+    _announce(step, plans, say)
     if policy is not None:
-        _check_path(policy, undo.change.path, ask)
+        for change in step.changes:
+            for path in (change.path, change.origin):
+                if path:
+                    _check_path(policy, path, ask)
+            if change.action == "move" and change.origin:
+                _check_tree(policy, change.path, change.origin, ask)
+    conflicts = [p for p in plans if p.conflict]
     overwrite = False
-    if undo.conflict:
+    if conflicts:
+        what = "; ".join(str(p.conflict) for p in conflicts)
         if ask is None:
+            again = _command(step, number, everywhere)
             raise UndoError(
-                f"{undo.conflict}; not undone. Run `agent undo {undo.change.id}` in a "
-                "terminal to confirm overwriting it"
+                f"{what}; not {step.kind}ne. Run `{again}` in a terminal to confirm overwriting it"
             )
-        overwrite = ask(f"{undo.conflict}. Undo anyway (what is there now is kept in the trash)?")
+        verb = "Redo" if step.kind == "redo" else "Undo"
+        overwrite = ask(f"{what}. {verb} anyway (what is there now is kept in the trash)?")
         if not overwrite:
-            raise UndoError("not undone: you kept the current version")
-    done = apply(store, undo, overwrite=overwrite)
-    say(f"done, recorded as #{done.id}: `agent undo` again (or /undo) redoes it")
+            raise UndoError(f"not {step.kind}ne: you kept the current version")
+    return _carry_out(store, step, {p.change.id for p in conflicts}, shown, say)
+
+
+def _announce(step: Step, plans: Sequence[Plan], say: Callable[[str], None]) -> None:
+    if len(plans) == 1 and step.kind == "redo":
+        say(f"redo of change #{step.originals[0].id}: {plans[0].summary}")
+        return
+    if len(plans) == 1:
+        say(f"undo #{plans[0].change.id}: {plans[0].summary}")
+        return
+    what = "undo of a turn" if step.turn else step.kind
+    say(f"{what}: {len(plans)} changes, newest first")
+    for plan in plans:
+        say(f"  #{plan.change.id}: {plan.summary}")
+
+
+def _carry_out(
+    store: ChangeStore,
+    step: Step,
+    confirmed: set[int],
+    shown: Callable[[str], str],
+    say: Callable[[str], None],
+) -> list[Change]:
+    """Invert each record of `step` in order, as one step of the journal, looking again just
+    before each; stop at the first that cannot be (what is done stays done, and recorded)."""
+    name = new_step(step.kind)
+    done: list[Change] = []
+    for change, original, redoes in zip(step.changes, step.originals, step.redoes, strict=True):
+        try:
+            plan = plan_change(store, change, shown)
+            done.append(apply(store, plan, overwrite=change.id in confirmed, step=name))
+        except UndoError as exc:
+            if not done:
+                raise
+            raise UndoError(
+                f"{exc}; stopped after {len(done)} of the {len(step.changes)} changes "
+                "(`agent history` shows which)"
+            ) from None
+        say(_outcome(original, redoes, shown))
+    ids = f"#{done[0].id}" if len(done) == 1 else f"#{done[0].id}-#{done[-1].id}"
+    if step.kind == "redo":
+        say(f"done, recorded as {ids}: `agent undo` (or /undo) takes it back again")
+    else:
+        say(f"done, recorded as {ids}: `agent redo` (or /redo) brings it back")
     return done
+
+
+def _outcome(original: Change, redone: bool, shown: Callable[[str], str]) -> str:
+    """What an undo (or a redo) made of `original`'s path, and as of when."""
+    when = f"{original.tool}, {original.time[:16].replace('T', ' ')} UTC"
+    before = f"change #{original.id} ({when})"
+    path = shown(original.path)
+    if redone:
+        return f"redid {before}: {path} is as that change left it"
+    if original.action == "create":
+        return f"{path} did not exist before {before}: moved it to the trash"
+    if original.action == "mkdir":
+        return f"{path} did not exist before {before}: removed it"
+    if original.action == "move":
+        return f"moved {path} back to {shown(original.origin or '')}, as before {before}"
+    return f"restored {path} as it was before {before}"
+
+
+def _command(step: Step, number: int | None, everywhere: bool) -> str:
+    """The command that does this step again, to confirm it on a terminal."""
+    if step.kind == "redo":
+        return "agent redo" + (" --all" if everywhere else "")
+    words = ["agent undo"]
+    if number is not None:
+        words.append(str(number))
+    if step.turn:
+        words.append("--turn")
+    if everywhere:
+        words.append("--all")
+    return " ".join(words)
+
+
+def _shown(path: str, cwd: str) -> str:
+    return sanitize(display_path(path, cwd))
+
+
+def _check_tree(
+    policy: Policy, here: str, back: str, ask: Callable[[str], bool] | None
+) -> None:
+    """A directory moved back carries its tree along, as the move did: what is in it now is
+    looked at as it is and as it would be named after, as move_file looks before a move."""
+    from cli.tools.base import ToolContext
+    from cli.tools.moves import boundary
+
+    classes = policy.classes
+    crossing = boundary(
+        here,
+        back,
+        policy.hides,
+        lambda p: classes.surfaces.match(p) or classes.agent_config.match(p),
+        ToolContext(cwd=policy.cwd),
+    )
+    if crossing.refusal:
+        raise UndoError(f"not undone: {crossing.refusal}")
+    if crossing.caution and (ask is None or not ask(f"{crossing.caution}. Undo anyway?")):
+        raise UndoError(f"not undone: {crossing.caution}")
 
 
 def _check_path(policy: Policy, path: str, ask: Callable[[str], bool] | None) -> None:

@@ -33,17 +33,32 @@ def strip_block(text: str) -> str:
 
 class ChatCompleter(Completer):
     """Slash commands at the start of the line, their arguments (models, sessions), and
-    paths after `@` anywhere."""
+    paths after `@` anywhere, except those `hides` (the policy's: secrets, blocked dirs)."""
 
     def __init__(
         self,
         commands: Iterable[str],
         cwd: str,
         arguments: Callable[[str], Iterable[str]] = lambda _command: (),
+        hides: Callable[[str], bool] = lambda _path: False,
     ) -> None:
         self.commands = sorted(commands)
         self.arguments = arguments
-        self.paths = PathCompleter(expanduser=True, get_paths=lambda: [cwd])
+        self.hides = hides
+        self.paths = PathCompleter(
+            expanduser=True, get_paths=lambda: [cwd], file_filter=self._offered
+        )
+
+    def _offered(self, path: str) -> bool:
+        """A name the chat would refuse to attach is not offered either: a completion menu
+        that lists `.env` or `id_rsa` shows the secret's existence, and invites a refusal.
+        Both the path as typed and where its links lead are checked, as the policy does."""
+        typed = os.path.normpath(path)
+        try:
+            real = os.path.realpath(typed)
+        except (OSError, ValueError):
+            return False
+        return not (self.hides(typed) or self.hides(real))
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
