@@ -23,6 +23,7 @@ from cli import __version__
 if TYPE_CHECKING:
     from cli.changes import ChangeStore
     from cli.instructions import Instructions
+    from cli.ui.trace import RunTrace
     from cli.wiring import Choices
 from cli.errors import (
     EXIT_FAILURE,
@@ -291,6 +292,7 @@ def _run(
     from cli.audit import audited, session_log
     from cli.events import Notice
     from cli.policy import Policy
+    from cli.ui.approve import Consequences
     from cli.ui.confirm import LineApprover
     from cli.ui.trace import RunRecord, RunTrace
     from cli.wiring import build_agent, load
@@ -300,7 +302,10 @@ def _run(
     console = Console(file=terminal.stderr, highlight=False, soft_wrap=True)
     asker = None
     if terminal.interactive():
-        asker = LineApprover(console, terminal.stdin, cwd=terminal.cwd)
+        consequences = Consequences(
+            config.policy.trash, config.policy.commands.sandbox, undo="agent undo"
+        )
+        asker = LineApprover(console, terminal.stdin, cwd=terminal.cwd, consequences=consequences)
 
     def approver(_policy: Policy) -> Approver:
         fallback: Approver = asker or refuse_without_terminal
@@ -315,7 +320,13 @@ def _run(
         approver=approver,
     )
     record = RunRecord(model=agent.settings.model)
-    trace = RunTrace(console, record, show_thinking=bool(agent.settings.think))
+    trace = RunTrace(
+        console,
+        record,
+        show_thinking=bool(agent.settings.think),
+        stdin=terminal.stdin,
+        stdout=None if as_json else terminal.stdout,  # a terminal: the answer streams there
+    )
     audit_log = session_log(terminal.environ, agent.policy.cwd)
     conversation: list[dict[str, Any]] = []
     try:
@@ -330,24 +341,41 @@ def _run(
         saved = _save_unfinished(
             terminal, agent.settings.model, conversation, config.agent.max_sessions
         )
-        if saved and isinstance(exc, AgentError):
+        if isinstance(exc, KeyboardInterrupt):
+            return _interrupted(terminal, trace, as_json, saved)
+        if saved:
             exc.message += f" (the work so far is saved: agent chat --resume {saved})"
-        elif saved:
-            terminal.stderr.write(f"\nagent: the work so far is saved: agent chat --resume {saved}")
         if as_json:
             record.answer = trace.partial_answer
-            record.stop_reason = "error" if isinstance(exc, AgentError) else "interrupted"
-            record.error = exc.message if isinstance(exc, AgentError) else "interrupted"
+            record.stop_reason = "error"
+            record.error = exc.message
             print_json(terminal.stdout, record.to_json())
         raise
     if as_json:
         print_json(terminal.stdout, record.to_json())
-    elif record.answer:
+    elif record.answer and not trace.streams_answer:
         terminal.stdout.write(shown_answer(record.answer, _isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
     if record.stop_reason in ("max_steps", "repeating"):
         return EXIT_STEP_LIMIT
     return EXIT_OK
+
+
+def _interrupted(terminal: Terminal, trace: RunTrace, as_json: bool, saved: str) -> int:
+    """Ctrl-C: what the model had written is kept — on stdout (a terminal has it already,
+    as it streamed) or in the JSON object — and one line on stderr says what happened."""
+    if as_json:
+        record = trace.record
+        record.answer = trace.partial_answer
+        record.stop_reason, record.error = "interrupted", "interrupted"
+        print_json(terminal.stdout, record.to_json())
+    elif trace.partial_answer.strip() and not trace.streams_answer:
+        terminal.stdout.write(shown_answer(trace.partial_answer, _isatty(terminal.stdout)) + "\n")
+        terminal.stdout.flush()
+    kept = f"; the work so far is saved: agent chat --resume {saved}" if saved else ""
+    terminal.stderr.write(f"agent: interrupted{kept}\n")
+    terminal.stderr.flush()
+    return EXIT_INTERRUPTED
 
 
 def _instruction_lines(instructions: Instructions, verbose: bool) -> list[str]:
@@ -444,16 +472,23 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     from cli.audit import session_log
     from cli.config import data_dir, state_dir
     from cli.sessions import SessionStore
-    from cli.ui.approve import ChatApprover
-    from cli.ui.keys import PromptKeys
+    from cli.ui.approve import ChatApprover, Consequences
+    from cli.ui.keys import PromptKeys, TypeAhead
     from cli.ui.render import ChatRenderer
     from cli.ui.repl import ChatSession, think_state
     from cli.ui.text import sanitize
     from cli.wiring import build_agent, load
 
+    if not (_isatty(terminal.stdin) and _isatty(terminal.stdout)):
+        # prompt-toolkit would warn, repaint into the pipe and read answers from it.
+        raise UsageError(
+            "agent chat needs a terminal (stdin and stdout); for scripts and pipes use "
+            'agent run: echo "…" | agent run -'
+        )
     config = load(choices, terminal.environ)
     console = Console(file=terminal.stdout, highlight=False)
-    approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd)
+    consequences = Consequences(config.policy.trash, config.policy.commands.sandbox)
+    approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd, consequences=consequences)
     agent = build_agent(
         choices,
         config,
@@ -479,7 +514,13 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
     for note in agent.instructions.notes:
         console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
-    renderer = ChatRenderer(console, cwd=agent.policy.cwd, show_thinking=bool(settings.think))
+    renderer = ChatRenderer(
+        console,
+        cwd=agent.policy.cwd,
+        show_thinking=bool(settings.think),
+        model=settings.model,
+        keys=TypeAhead(terminal.stdin, terminal.stdout),
+    )
     store = SessionStore(data_dir(terminal.environ) / "sessions")
     session = ChatSession(
         agent,
@@ -543,7 +584,8 @@ def models(
 @app.command(
     "history",
     help="The changes the agent made (writes, deletes, new directories, undos), oldest first: "
-    "id, time (UTC), tool, action, path, size. `agent undo ID` takes one back.",
+    "id, time (UTC), tool, action, path, size; an undone one says by which undo. "
+    "`agent undo ID` takes one back.",
 )
 def history(
     ctx: typer.Context,
@@ -569,16 +611,30 @@ def history(
 
 @app.command(
     "undo",
-    help="Take back the last change the agent made, or change ID from `agent history`: a "
-    "write gets its old content back, a delete comes back from the trash, a new file or "
-    "directory goes. An undo is a change too: undo it to redo. A file that changed since is "
-    "never overwritten without asking. Exit codes: 0 undone, 1 not undone.",
+    help="Take back the newest change the agent made under this directory that is not undone "
+    "yet (again: the one before it, and so on), or change ID from `agent history`: a write "
+    "gets its old content back, a delete comes back from the trash, a new file or directory "
+    "goes. `agent redo` brings back what the last undo took back. A file that changed since "
+    "is never overwritten without asking. Exit codes: 0 undone, 1 not undone.",
 )
 def undo(
     ctx: typer.Context,
     change: Annotated[
-        int | None, typer.Argument(help="The change to undo (default: the last).")
+        int | None,
+        typer.Argument(help="The change to undo (default: the newest not undone here)."),
     ] = None,
+    turn: Annotated[
+        bool,
+        typer.Option(
+            "--turn",
+            help="Take back every change of the last turn (or of change ID's turn), newest "
+            "first, in one step: one `agent redo` brings them all back.",
+        ),
+    ] = False,
+    everywhere: Annotated[
+        bool,
+        typer.Option("--all", help="Not only the changes under this directory."),
+    ] = False,
     yes: Annotated[
         bool,
         typer.Option(
@@ -586,6 +642,35 @@ def undo(
         ),
     ] = False,
 ) -> None:
+    _undo_command(ctx, change, turn=turn, everywhere=everywhere, yes=yes, redo=False)
+
+
+@app.command(
+    "redo",
+    help="Bring back what the last `agent undo` under this directory took back (a whole turn "
+    "if it took one); again: the undo before it. A new change by the agent clears what can "
+    "be redone, as in an editor. Exit codes: 0 redone, 1 not redone.",
+)
+def redo(
+    ctx: typer.Context,
+    everywhere: Annotated[
+        bool,
+        typer.Option("--all", help="Not only the undos of changes under this directory."),
+    ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "-y", "--yes", help="Never ask: a conflict (the file changed since) is refused."
+        ),
+    ] = False,
+) -> None:
+    _undo_command(ctx, None, turn=False, everywhere=everywhere, yes=yes, redo=True)
+
+
+def _undo_command(
+    ctx: typer.Context, change: int | None, *, turn: bool, everywhere: bool, yes: bool, redo: bool
+) -> None:
+    """`agent undo` and `agent redo`: the conversation on stderr, a conflict asked on a tty."""
     with command(ctx) as terminal:
         from cli.ui.changes_view import undo_flow
 
@@ -610,6 +695,9 @@ def undo(
             say=say,
             ask=None if yes or not terminal.interactive() else ask,
             policy=Policy(config.policy, terminal.cwd, terminal.home, config.source),
+            turn=turn,
+            everywhere=everywhere,
+            redo=redo,
         )
 
 
@@ -672,6 +760,10 @@ def audit_verify(ctx: typer.Context, file: AuditFileOpt = None) -> None:
             raise _unreadable(path, exc) from None
         if not check.intact:
             raise AgentError(f"{path}, line {check.line}: {check.problem}")
+        if not check.records:  # a fresh install: nothing recorded is not a broken chain
+            why = f"{path} is empty" if check.exists else f"no audit log at {path}: {_FIRST_CALL}"
+            terminal.stdout.write(f"no records yet ({why})\n")
+            return
         plural = "" if check.records == 1 else "s"
         terminal.stdout.write(f"{check.records} record{plural}, chain intact\n")
 
@@ -692,6 +784,9 @@ def audit_show(
     with command(ctx) as terminal:
         from cli.audit import tail
         from cli.ui.audit_view import NOT_A_RECORD, audit_row
+        from cli.ui.layout import terminal_width
+
+        width = terminal_width(terminal.stdout)  # piped: one record a line, as scripts read
 
         path = _audit_path(terminal, file)
         try:
@@ -703,7 +798,7 @@ def audit_show(
             raise _unreadable(path, exc) from None
         for number, record in rows:
             if not as_json:
-                terminal.stdout.write(audit_row(number, record) + "\n")
+                terminal.stdout.write(audit_row(number, record, width) + "\n")
             elif record is not None:
                 terminal.stdout.write(json.dumps(record) + "\n")
             else:
@@ -716,9 +811,12 @@ def _audit_path(terminal: Terminal, file: str | None) -> Path:
     return Path(file).expanduser() if file else default_path(terminal.environ)
 
 
+_FIRST_CALL = "it is written on the first tool call"
+
+
 def _unreadable(path: Path, exc: OSError) -> AgentError:
     if isinstance(exc, FileNotFoundError):
-        return AgentError(f"no audit log at {path}: it is written on the first tool call")
+        return AgentError(f"no audit log at {path}: {_FIRST_CALL}")
     return AgentError(f"cannot read the audit log {path}: {exc.strerror or exc}")
 
 

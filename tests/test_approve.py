@@ -131,7 +131,7 @@ def test_new_file_shows_its_first_lines_and_counts_the_rest(make_chat: MakeChat)
     chat.ask("write_file", "y", path="new/todo.md", content=numbered(25))
     lines = chat.shown.splitlines()
     assert "  new file, 191 B, 25 lines" in lines
-    assert "  also creates the directory new" in lines
+    assert "  also creates the parent directory new" in lines
     assert "   1 │ line 1" in lines
     assert "  20 │ line 20" in lines
     assert "line 21" not in chat.shown

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -98,7 +99,8 @@ def test_attack_terminal_injection(ollama: FakeOllama, workspace: Path) -> None:
     assert "→ read_file notes.txt · allowed" in text  # the line the answer tried to hide
     assert "Done.\\x1b]0;you have been pwned\\x07\\x1b]52;c;" in text
     assert "\\x1b[1A\\x1b[2K all good \\x9b2J \\u202eexe.txt\\u202c" in text
-    assert "\\u2066isolated\\u2069\ttab — ok" in text  # tabs and other text as they came
+    # The rest as it came; rendered as chat renders it, tabs are expanded.
+    assert re.search(r"\\u2066isolated\\u2069 +tab — ok", text)
     assert "plan\\x1b]0;you have been pwned\\x07" in text  # thinking, on stderr
 
     # The same answer, stdout redirected to a file while stderr stays on the terminal.

@@ -12,12 +12,15 @@ from __future__ import annotations
 import difflib
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from cli import sandbox
 from cli.approval import Approval, ApprovalRequest
 from cli.backends.messages import ToolCall
 from cli.guards import StepLimitAnswer
@@ -27,6 +30,7 @@ from cli.tools.base import ToolError
 from cli.tools.edits import EditFailed, plan_edit
 from cli.ui.cards import card_title
 from cli.ui.keys import KeyReader
+from cli.ui.layout import pack
 from cli.ui.text import sanitize, shorten
 
 # Each delete and each command is looked at on its own: never "yes to all" for these.
@@ -38,13 +42,48 @@ LINE_CHARS = 400  # one shown line of content; longer ones say how much is cut
 MAX_DIFF_BYTES = 1024 * 1024  # read at most this much of the old file; diff at most this much
 
 
+@dataclass(frozen=True)
+class Consequences:
+    """What the configuration makes happen beyond the call itself, for the card to say:
+    where a delete goes, which sandbox a command runs in."""
+
+    trash: bool = True  # policy.trash
+    sandbox_mode: str = "auto"  # policy.commands.sandbox
+    undo: str = "/undo"  # how the user takes a change back here ("agent undo" in agent run)
+    available: Collection[str] | None = None  # stands in for the machine's sandboxes (tests)
+
+    def sandbox_line(self) -> Text:
+        """The sandbox the command will actually run in, as `cli/sandbox.py` chooses it."""
+        try:
+            kind = sandbox.choose(self.sandbox_mode, self.available)
+        except sandbox.SandboxUnavailable as exc:
+            return Text(f"  will not run: {sanitize(str(exc))}", "yellow")
+        if kind == "bwrap":
+            return Text(
+                "  runs in the bubblewrap sandbox: no network, writes only in the allowed dirs"
+            )
+        if kind == "landlock":
+            return Text("  runs under Landlock: no network, writes only in the allowed dirs")
+        return Text(
+            "  runs unconfined (policy.commands.sandbox is off): no sandbox, network on", "yellow"
+        )
+
+
 class ChatApprover:
     """Asks on the chat terminal; remembers "a" answers per tool until `forget`."""
 
-    def __init__(self, console: Console, keys: KeyReader, *, cwd: str) -> None:
+    def __init__(
+        self,
+        console: Console,
+        keys: KeyReader,
+        *,
+        cwd: str,
+        consequences: Consequences | None = None,
+    ) -> None:
         self.console = console
         self.keys = keys
         self.cwd = os.path.realpath(cwd)  # the policy's paths are real paths too
+        self.consequences = consequences or Consequences()
         self.always: set[str] = set()
 
     def forget(self) -> None:
@@ -57,9 +96,9 @@ class ChatApprover:
         session_ok = name not in NEVER_ALWAYS and request.decision.standing_yes_ok
         if session_ok and name in self.always:
             return Approval(True, by="session")
-        self.console.print(card(request, self.cwd, self.console.encoding))
+        self.console.print(card(request, self.cwd, self.console.encoding, self.consequences))
         choices = "yn" + ("a" if session_ok else "") + "q"
-        key = self.keys.read_key(question(name, choices), choices)
+        key = self.keys.read_key(question(name, choices, self.console.width), choices)
         return self._answer(name, key if key in choices else "n")
 
     def step_limit(self, steps: int, more: int) -> StepLimitAnswer:
@@ -98,23 +137,41 @@ class ChatApprover:
         )
 
 
-def question(tool: str, choices: str) -> str:
-    """The one-line question under the card, listing only the keys that are offered."""
+def question(tool: str, choices: str, width: int | None = None) -> str:
+    """The question under the card, listing only the keys that are offered: one line, or
+    where `width` cells do not hold it, the short keys first and the rest on lines indented
+    under them (shorter labels only where a full one would not fit). Every offered key is
+    always shown: a key cut off at the edge would be a choice nobody sees."""
+    tool = sanitize(tool)
     labels = {
-        "y": "[y] yes",
-        "n": "[n] no",
-        "a": f"[a] yes to every {sanitize(tool)} this session",
-        "q": "[q] stop this turn",
+        "y": ["[y] yes"],
+        "n": ["[n] no"],
+        "a": [f"[a] yes to every {tool} this session", f"[a] every {tool}", "[a] always"],
+        "q": ["[q] stop this turn", "[q] stop"],
     }
-    return "allow?  " + "  ".join(labels[c] for c in choices) + "  "
+    lead = "allow?  "
+    line = lead + "  ".join(labels[c][0] for c in choices) + "  "
+    if width is None or cell_len(line) < width:
+        return line
+    room = width - 3  # the two spaces after the last key, and the cursor's cell
+    fit = room - len(lead)
+    order = [c for c in choices if c != "a"] + [c for c in choices if c == "a"]
+    items = [next((t for t in labels[c] if cell_len(t) <= fit), labels[c][-1]) for c in order]
+    return "\n".join(pack(items, room, lead=lead, indent=" " * len(lead))) + "  "
 
 
-def card(request: ApprovalRequest, cwd: str, encoding: str = "utf-8") -> Text:
-    """The header (waiting state) and the body: what the call will do. `encoding` is the
-    terminal's: what it cannot show comes out as `?`, and the card says so."""
+def card(
+    request: ApprovalRequest,
+    cwd: str,
+    encoding: str = "utf-8",
+    consequences: Consequences | None = None,
+) -> Text:
+    """The header (waiting state) and the body: what the call will do, and what else will
+    happen (`consequences`). `encoding` is the terminal's: what it cannot show comes out as
+    `?`, and the card says so."""
     name = request.call.name
     header = card_title(ToolCall(name, request.arguments), "waiting")
-    body, shown = describe(request, cwd)
+    body, shown = describe(request, cwd, consequences or Consequences())
     rest = {k: v for k, v in request.arguments.items() if k not in shown}
     why = Text.assemble(("  why: ", "dim"), sanitize(request.decision.reason))
     warnings = [Text(f"  ⚠ {sanitize(w)}", "bold red") for w in request.decision.warnings]
@@ -138,8 +195,11 @@ def _showable(args: Mapping[str, Any], encoding: str) -> bool:
     return True
 
 
-def describe(request: ApprovalRequest, cwd: str) -> tuple[list[Text], set[str]]:
+def describe(
+    request: ApprovalRequest, cwd: str, consequences: Consequences | None = None
+) -> tuple[list[Text], set[str]]:
     """The lines for this kind of call, and which arguments they already show."""
+    then = consequences or Consequences()
     name, paths = request.call.name, request.decision.paths
     args = request.arguments
     if name == "write_file" and "path" in paths:
@@ -150,12 +210,16 @@ def describe(request: ApprovalRequest, cwd: str) -> tuple[list[Text], set[str]]:
         lines = _move(paths["source"], paths["destination"], bool(args.get("overwrite")), cwd)
         return lines, {"source", "destination", "overwrite"}
     if name == "delete_file" and "path" in paths:
-        return _delete(paths["path"], bool(args.get("recursive")), cwd), {"path", "recursive"}
+        lines = _delete(paths["path"], bool(args.get("recursive")), cwd)
+        if os.path.lexists(paths["path"].entry):
+            lines.append(_where_it_goes(then))
+        return lines, {"path", "recursive"}
     if name == "create_directory" and "path" in paths:
         return _create(paths["path"], cwd), {"path"}
     if name == "run_command":
         where = paths["cwd"].real if "cwd" in paths else cwd
-        return _command(str(args.get("command", "")), where, cwd), {"command", "cwd"}
+        lines = [*_command(str(args.get("command", "")), where, cwd), then.sandbox_line()]
+        return lines, {"command", "cwd"}
     # Reads (inside or outside the allowed dirs) and anything else: the resolved paths here,
     # every other argument as it came.
     return [_path_line(t, t.real, cwd) for t in paths.values()], set(paths)
@@ -300,10 +364,26 @@ def _diff_line(entry: str) -> list[Text]:
 
 
 def _missing_parents(path: str, cwd: str) -> list[Text]:
+    """The directories the write or move creates on its way: each one, outermost first."""
+    missing: list[str] = []
     parent = os.path.dirname(path)
-    if os.path.lexists(parent):
+    while parent and not os.path.lexists(parent) and parent != os.path.dirname(parent):
+        missing.insert(0, sanitize(display_path(parent, cwd)))
+        parent = os.path.dirname(parent)
+    if not missing:
         return []
-    return [Text(f"  also creates the directory {sanitize(display_path(parent, cwd))}")]
+    if len(missing) == 1:
+        return [Text(f"  also creates the parent directory {missing[0]}")]
+    if len(missing) == 2:
+        return [Text(f"  also creates the parent directories {missing[0]} and {missing[1]}")]
+    many = f"{len(missing)} parent directories, {missing[0]} down to {missing[-1]}"
+    return [Text(f"  also creates {many}")]
+
+
+def _where_it_goes(then: Consequences) -> Text:
+    if then.trash:
+        return Text(f"  goes to the trash (undo: {then.undo})")
+    return Text("  is deleted for good (policy.trash is false): no undo", "yellow")
 
 
 def _delete(target: ResolvedPath, recursive: bool, cwd: str) -> list[Text]:

@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.cells import cell_len
+
+from cli.ui.layout import pack
 from cli.ui.text import KEY_ARGUMENT, sanitize
 
 NOT_A_RECORD = "not an audit record (see agent audit verify)"
 
 
-def audit_row(number: int, record: Mapping[str, Any] | None) -> str:
+def audit_row(number: int, record: Mapping[str, Any] | None, width: int | None = None) -> str:
     """One record as a line. Every field is model-supplied or editable, so each is sanitised
-    before it reaches the terminal."""
+    before it reaches the terminal. With `width` (a terminal narrower than the line), the
+    fields after the tool fold onto indented continuation lines, so that every record starts
+    at column 0 and no line wraps."""
     if record is None:
         return f"line {number}: {NOT_A_RECORD}"
 
@@ -32,14 +37,23 @@ def audit_row(number: int, record: Mapping[str, Any] | None) -> str:
     else:
         verdict = "undecided"
     duration = record.get("duration_ms")
-    return " ".join(
+    took = "-" if duration is None else f"{duration} ms"
+    when = column(str(record.get("time", ""))[:19].replace("T", " "), 19)
+    session = column(str(record.get("session", ""))[:8], 8)
+    line = " ".join(
         (
-            column(str(record.get("time", ""))[:19].replace("T", " "), 19),
-            column(str(record.get("session", ""))[:8], 8),
+            when,
+            session,
             column(tool, 16),
             column(key, 48),
             column(verdict, 22),
             column(record.get("outcome"), 11),
-            "-" if duration is None else f"{duration} ms",
+            took,
         )
     )
+    if width is None or cell_len(line) <= width:
+        return line
+    first = f"{when} {session} {sanitize(tool)}"
+    rest = [sanitize(str(key)), sanitize(verdict), sanitize(str(record.get("outcome"))), took]
+    lines = [first[:width], *pack([r for r in rest if r], width, lead="    ")]
+    return "\n".join(lines)

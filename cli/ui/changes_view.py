@@ -182,9 +182,7 @@ def _shown(path: str, cwd: str) -> str:
     return sanitize(display_path(path, cwd))
 
 
-def _check_tree(
-    policy: Policy, here: str, back: str, ask: Callable[[str], bool] | None
-) -> None:
+def _check_tree(policy: Policy, here: str, back: str, ask: Callable[[str], bool] | None) -> None:
     """A directory moved back carries its tree along, as the move did: what is in it now is
     looked at as it is and as it would be named after, as move_file looks before a move."""
     from cli.tools.base import ToolContext

@@ -7,7 +7,7 @@ from typing import TextIO
 from rich.console import Console
 
 from cli.approval import Approval, ApprovalRequest
-from cli.ui.approve import card
+from cli.ui.approve import Consequences, card
 from cli.ui.keys import read_fresh_line
 
 
@@ -17,13 +17,21 @@ class LineApprover:
     the question is shown (what was typed before is discarded): `y` or `yes` approves;
     anything else, Enter and end-of-file included, declines."""
 
-    def __init__(self, console: Console, stdin: TextIO, *, cwd: str) -> None:
+    def __init__(
+        self,
+        console: Console,
+        stdin: TextIO,
+        *,
+        cwd: str,
+        consequences: Consequences | None = None,
+    ) -> None:
         self.console = console
         self.stdin = stdin
         self.cwd = cwd
+        self.consequences = consequences or Consequences(undo="agent undo")
 
     def __call__(self, request: ApprovalRequest) -> Approval:
-        self.console.print(card(request, self.cwd, self.console.encoding))
+        self.console.print(card(request, self.cwd, self.console.encoding, self.consequences))
         self.console.print("Allow? [y/N] ", end="", markup=False)
         self.console.file.flush()
         answer = read_fresh_line(self.stdin).strip().lower()

@@ -1,5 +1,9 @@
 """Reading one key or one line from the terminal, for questions that must not wait for Enter.
 
+While an answer streams, the terminal neither echoes nor waits for Enter (`TypeAhead`): an
+echoed key (or the `^C` of Ctrl-C) would land inside the text being redrawn. What is typed
+then is kept, and put in the next input line.
+
 An answer is only ever a key pressed after its question was drawn. Keys typed earlier —
 while the model was still streaming, say — would otherwise be read as the answer ("wait"
 holds an `a`, yes to every write_file): so on a terminal, pending input is discarded when a
@@ -10,8 +14,9 @@ the next application (type-ahead). Scripted input (a pipe) is read in order, as 
 from __future__ import annotations
 
 import os
+import re
 import termios
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
     from prompt_toolkit.input import Input
@@ -49,18 +54,127 @@ def discard_pending_input(fd: int) -> None:
 def read_fresh_line(stdin: TextIO) -> str:
     """A line typed after this call ("" at end of file). On a terminal, what was typed before
     is discarded first, and the line is read from the terminal itself, past the stream's
-    buffer; elsewhere (a pipe, a file) the next line as it comes."""
+    buffer, in line mode with echo (whatever mode a stream had left it in); elsewhere (a
+    pipe, a file) the next line as it comes."""
     fd = terminal_fd(stdin)
     if fd is None:
         return stdin.readline()
-    discard_pending_input(fd)
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(fd, 1024)  # the terminal is in line mode: one line at a time
-        if not chunk:
-            break  # Ctrl-D
-        data += chunk
+    before = _attributes(fd)
+    if before is not None:
+        line_mode = list(before)
+        line_mode[3] |= termios.ICANON | termios.ECHO | termios.ISIG
+        _set(fd, line_mode)
+    try:
+        discard_pending_input(fd)
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = os.read(fd, 1024)  # the terminal is in line mode: one line at a time
+            if not chunk:
+                break  # Ctrl-D
+            data += chunk
+    finally:
+        if before is not None:
+            _set(fd, before)
     return data.decode(getattr(stdin, "encoding", None) or "utf-8", "replace")
+
+
+# An escape sequence (an arrow key, a function key) or any other control character.
+_KEY_SEQUENCE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?|[\x00-\x08\x0b-\x1f]")
+
+
+class TypeAhead:
+    """The terminal while a turn streams: no echo, no line editing by the kernel, Ctrl-C
+    still a signal but no longer one that throws away what was typed (NOFLSH). `stop`
+    puts the terminal back as it was and returns what was typed meanwhile, as text for the
+    next input line (Backspace applied, Enter a new line, other keys dropped).
+
+    With `keep=False` (agent run, whose keys are nobody's input) only the echo goes.
+
+    Only for a terminal of ours in the foreground: changing a terminal from the background
+    would stop the process (SIGTTOU). Questions asked meanwhile (prompt_toolkit) set their
+    own mode and restore this one; they discard what was typed before them, as always."""
+
+    def __init__(self, *streams: object, keep: bool = True) -> None:
+        """The first of `streams` that is a terminal is the one set; what is typed is read
+        back (`keep`) only when that is the first stream, stdin."""
+        self.fd = next((fd for fd in map(terminal_fd, streams) if fd is not None), None)
+        self._saved: list[Any] | None = None
+        self.keep = keep
+        self.reads = keep and self.fd is not None and terminal_fd(streams[0]) == self.fd
+
+    def start(self) -> None:
+        if self.fd is None or self._saved is not None or not _foreground(self.fd):
+            return
+        saved = _attributes(self.fd)
+        if saved is None:
+            return
+        quiet = list(saved)
+        if not self.keep:  # only the echo goes: what is typed stays for whoever reads next
+            quiet[3] &= ~termios.ECHO
+            if _set(self.fd, quiet):
+                self._saved = saved
+            return
+        quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ICANON)) | termios.NOFLSH | termios.ISIG
+        cc = list(quiet[6])
+        cc[termios.VMIN], cc[termios.VTIME] = 0, 0  # a read returns at once
+        quiet[6] = cc
+        if _set(self.fd, quiet):
+            self._saved = saved
+
+    def stop(self) -> str:
+        """The terminal as it was; what was typed since `start`."""
+        if self.fd is None or self._saved is None:
+            return ""
+        typed = b""
+        if self.reads:
+            try:
+                while chunk := os.read(self.fd, 4096):
+                    typed += chunk
+            except OSError:
+                pass
+        _set(self.fd, self._saved)
+        self._saved = None
+        return typed_text(typed.decode("utf-8", "replace"))
+
+
+def typed_text(keys: str) -> str:
+    """Keys as the line they would have made: Backspace removes a character, Ctrl-U the
+    line, Enter starts a new line; escape sequences and other control keys are dropped."""
+    out: list[str] = []
+    for part in re.split(r"(\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)?|[\x00-\x1f\x7f])", keys):
+        if part in ("\x7f", "\b"):
+            if out and out[-1] != "\n":
+                out.pop()
+        elif part == "\x15":
+            while out and out[-1] != "\n":
+                out.pop()
+        elif part in ("\r", "\n"):
+            out.append("\n")
+        elif part and not _KEY_SEQUENCE.fullmatch(part) and part != "\x7f":
+            out.extend(part)
+    return "".join(out).strip("\n")
+
+
+def _attributes(fd: int) -> list[Any] | None:
+    try:
+        return termios.tcgetattr(fd)
+    except termios.error:
+        return None
+
+
+def _set(fd: int, attributes: list[Any]) -> bool:
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, attributes)  # TCSANOW: keep what was typed
+    except termios.error:
+        return False
+    return True
+
+
+def _foreground(fd: int) -> bool:
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
 
 
 class PromptKeys:

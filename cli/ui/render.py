@@ -9,15 +9,15 @@ model's (a window title, a clipboard write, a cursor move) reaches the terminal.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, NewLine, RenderableType, RenderResult
-from rich.live import Live
 from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.segment import Segment, Segments
-from rich.spinner import Spinner
 from rich.syntax import Syntax
 from rich.text import Text
 
@@ -34,17 +34,13 @@ from cli.events import (
     ToolResult,
 )
 from cli.ui.cards import card_title, stats_line, tool_card
-from cli.ui.text import sanitize
+from cli.ui.keys import TypeAhead
+from cli.ui.live import Region, StatusLine, live_capable
+from cli.ui.text import call_summary, sanitize
 
 CODE_THEME = "monokai"
 TAIL_LINES = 40  # complete lines the live tail may hold before they are printed for good
 TAIL_CHARS = 4000  # the same bound in characters, for answers written as very long lines
-
-
-def _live_capable(console: Console) -> bool:
-    """Live displays only on a real, interactive terminal: elsewhere (a file, a pipe, a
-    test's StringIO) each refresh would be written out as one more copy."""
-    return console.is_terminal and console.is_interactive and not console.is_dumb_terminal
 
 
 # -- the streamed answer -------------------------------------------------------------------
@@ -102,17 +98,21 @@ class MarkdownStream:
     Finished blocks are printed once, for good: a prose block when a blank line (outside a
     code fence) is followed by an unindented line, a heading at its end of line, and each
     line of a fenced code block as soon as it is complete. Only the unfinished tail (at
-    most TAIL_LINES lines) is shown live, in a transient `Live` that `finish` replaces with
-    the tail printed for good. Where no live display is possible only finished blocks are
-    printed, so the captured output holds the answer once.
+    most TAIL_LINES lines) is shown live, in a `Region` (shared with a status line when one
+    is given) that `finish` replaces with the tail printed for good. Where no live display
+    is possible only finished blocks are printed, so the captured output holds the answer
+    once.
     """
 
-    def __init__(self, console: Console, *, code_theme: str = CODE_THEME) -> None:
+    def __init__(
+        self, console: Console, *, code_theme: str = CODE_THEME, region: Region | None = None
+    ) -> None:
         self.console = console
-        self._live_ok = _live_capable(console)
         self._code_theme = code_theme
         self._theme = Syntax.get_theme(code_theme)
-        self._live: Live | None = None
+        if region is None and live_capable(console):
+            region = Region(console)
+        self._region = region
         self._block: list[str] = []  # complete lines of the unfinished prose block
         self._block_chars = 0
         self._partial = ""  # the line being written
@@ -153,10 +153,10 @@ class MarkdownStream:
         self._printed = False
 
     def close(self) -> None:
-        """Stop the live tail without printing; what it held is kept for `finish`."""
-        if self._live is not None:
-            live, self._live = self._live, None
-            live.stop()
+        """Take the live tail off the screen without printing; what it held is kept for
+        `finish`."""
+        if self._region is not None and self._region.tail is not None:
+            self._region.update(tail=None)
 
     # -- blocks ----------------------------------------------------------------------------
 
@@ -240,32 +240,22 @@ class MarkdownStream:
     # -- output ----------------------------------------------------------------------------
 
     def _show(self) -> None:
-        """One render per chunk: the blocks this chunk finished, then the live tail."""
-        if not self._live_ok:
+        """One draw per chunk: the blocks this chunk finished, then the live tail."""
+        if self._region is None:
             self._print_out()
             return
-        tail = self._tail()
-        if self._live is None:
-            self._print_out()
-            if tail is not None:
-                self._live = Live(
-                    tail,
-                    console=self.console,
-                    auto_refresh=False,
-                    transient=True,
-                    redirect_stdout=False,
-                    redirect_stderr=False,
-                )
-                self._live.start(refresh=True)
-            return
-        self._live.update(tail or "", refresh=not self._out)
-        self._print_out()  # while live, rich prints above the tail and redraws it once
+        out, self._out = self._out, []
+        self._printed = self._printed or bool(out)
+        self._region.update(above=Group(*out) if out else None, tail=self._tail())
 
     def _print_out(self) -> None:
         if self._out:
-            self.console.print(Group(*self._out))
-            self._out = []
+            out, self._out = Group(*self._out), []
             self._printed = True
+            if self._region is not None:
+                self._region.update(above=out)
+            else:
+                self.console.print(out)
 
     def _tail(self) -> RenderableType | None:
         """The unfinished part, bounded in lines and characters whatever came before."""
@@ -286,21 +276,52 @@ class MarkdownStream:
 
 
 class ChatRenderer:
-    """Shows one turn's events as they arrive. Call `close()` before anything else writes
-    to the terminal (a prompt), `interrupted()` or `error()` when a turn ends early."""
+    """Shows one turn's events as they arrive. Call `begin()` when a turn starts, `close()`
+    before anything else writes to the terminal (a prompt), `interrupted()` or `error()`
+    when a turn ends early.
 
-    def __init__(self, console: Console, *, cwd: str, show_thinking: bool = True) -> None:
+    On a terminal, while the turn runs, a status line says what it waits for when nothing
+    shows that it is alive, and the terminal does not echo keys (`keys`): what is typed
+    meanwhile is kept for the next input line (`typed_ahead`)."""
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        cwd: str,
+        show_thinking: bool = True,
+        model: str = "the model",
+        keys: TypeAhead | None = None,
+        reflow: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.console = console
         self.cwd = cwd
         self.show_thinking = show_thinking
-        self._live_ok = _live_capable(console)
-        self._answer = MarkdownStream(console)
-        self._spinner: Live | None = None
+        self.model = model
+        self.keys = keys
+        self._region = Region(console, reflow=reflow) if live_capable(console) else None
+        self._answer = MarkdownStream(console, region=self._region)
+        self._status = StatusLine(self._region, clock)
+        self._typed = ""
         self._pending: ToolCall | None = None  # proposed, not yet reported
         self._thinking = False  # thinking text is on screen and its line is open
         self._held_newlines = 0  # thinking's trailing newlines, written only if more follows
         self._printed = False  # this turn printed something: the next section needs a gap
         self._tool_calls = 0
+
+    def begin(self, model: str | None = None) -> None:
+        """A turn starts: the model is asked now."""
+        self.model = model or self.model
+        if self.keys is not None:
+            self.keys.start()
+        self._status.begin()
+        self._status.expect(f"waiting for {self.model}", after=0)
+
+    def typed_ahead(self) -> str:
+        """What was typed while the last turn ran (once)."""
+        typed, self._typed = self._typed, ""
+        return typed
 
     def handle(self, event: Event) -> None:
         if isinstance(event, ThinkingDelta):
@@ -310,15 +331,16 @@ class ChatRenderer:
         elif isinstance(event, Notice):
             self._settle()
             self._line(Text(f"⚠ {sanitize(event.text)}", style="yellow"))
+            self._status.expect(f"waiting for {self.model}")
         elif isinstance(event, ToolCallProposed):
-            self._settle()
+            self._settle()  # a confirmation may be asked now: nothing else may draw
             self._pending = event.call
         elif isinstance(event, ToolDecided):
             self._on_decided(event)
         elif isinstance(event, ToolResult):
             self._on_result(event)
         elif isinstance(event, StepFinished):
-            self._settle()
+            self._settle()  # the step limit may be put to the user now
         elif isinstance(event, Finished):
             self._on_finished(event)
 
@@ -329,15 +351,17 @@ class ChatRenderer:
         self._end_turn(Text(f"✖ {sanitize(message)}", style="red"), "not run")
 
     def close(self) -> None:
-        self._stop_spinner()
+        self._status.stop()
         self._answer.close()
+        if self.keys is not None:
+            self._typed = self.keys.stop() or self._typed
 
     # -- events ----------------------------------------------------------------------------
 
     def _on_thinking(self, text: str) -> None:
         if not self.show_thinking:
-            if self._spinner is None and not self._answer.active:
-                self._start_spinner(Text("💭 thinking…", style="dim"), "dim")
+            if not self._answer.active:
+                self._status.expect("model is thinking", after=0)
             return
         text = sanitize(text, multiline=True)
         if not self._thinking:
@@ -348,6 +372,9 @@ class ChatRenderer:
             self._gap()
             self.console.print(Text("💭 thinking", style="dim"))
             self._thinking = True
+        # The thinking line is open: a status line under it would erase it, and the text
+        # itself shows that the model is at work.
+        self._status.quiet()
         body = text.rstrip("\n")
         if body:
             shown = "\n" * self._held_newlines + body
@@ -361,20 +388,25 @@ class ChatRenderer:
                 return  # leading blank lines would only push the answer down
             self._settle()
             self._gap()
+        self._status.quiet()
         self._answer.feed(text)
         self._printed = True
+        self._status.expect(f"waiting for {self.model}")  # shown if the stream stalls
 
     def _on_decided(self, event: ToolDecided) -> None:
         self._settle()
         self._pending = event.call
         if event.allowed:
-            self._start_spinner(card_title(event.call, "running"), "blue")
+            summary = call_summary(event.call, 40)
+            what = f"running {sanitize(event.call.name)}" + (f" {summary}" if summary else "")
+            self._status.expect(what, after=0, style="blue")
 
     def _on_result(self, event: ToolResult) -> None:
         self._settle()
         self._pending = None
         self._tool_calls += 1
         self._section(tool_card(event, self.cwd))
+        self._status.expect(f"waiting for {self.model}")
 
     def _on_finished(self, event: Finished) -> None:
         self._settle()
@@ -407,8 +439,8 @@ class ChatRenderer:
     # -- helpers ---------------------------------------------------------------------------
 
     def _settle(self) -> None:
-        """Whatever is streaming or spinning ends here, and stays on screen for good."""
-        self._stop_spinner()
+        """Whatever is streaming or waiting ends here, and what arrived stays on screen."""
+        self._status.quiet()
         if self._thinking:
             self.console.print()
             self._thinking, self._held_newlines = False, 0
@@ -433,22 +465,3 @@ class ChatRenderer:
         self._printed = False
         self._tool_calls = 0
         self._pending = None
-
-    def _start_spinner(self, text: Text, style: str) -> None:
-        self._stop_spinner()
-        if not self._live_ok:
-            return  # nothing to animate in a file: the card says what happened
-        self._spinner = Live(
-            Spinner("dots", text=text, style=style),
-            console=self.console,
-            refresh_per_second=12.5,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
-        self._spinner.start(refresh=True)
-
-    def _stop_spinner(self) -> None:
-        if self._spinner is not None:
-            spinner, self._spinner = self._spinner, None
-            spinner.stop()

@@ -70,8 +70,11 @@ class ChatSession:
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
         self._prefill = ""
-        completer = ChatCompleter(COMMANDS, agent.policy.cwd, self._completions_for)
-        self.prompt = prompt or make_prompt(completer, history_at(history_file))
+        # `@path` completion offers only what the policy would let the chat attach.
+        self.completer = ChatCompleter(
+            COMMANDS, agent.policy.cwd, self._completions_for, hides=agent.policy.hides
+        )
+        self.prompt = prompt or make_prompt(self.completer, history_at(history_file))
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -119,6 +122,7 @@ class ChatSession:
         events = self.agent.run(self.conversation, message)
         if self.audit_log is not None:
             events = audited(events, self.audit_log)  # closing it closes the loop too
+        self.renderer.begin(self.agent.settings.model)
         try:
             for event in events:
                 self.renderer.handle(event)
@@ -130,6 +134,7 @@ class ChatSession:
             self.renderer.error(exc.message)
         finally:
             self.renderer.close()
+            self._prefill = self.renderer.typed_ahead()  # keys typed meanwhile: the next line
             self.autosave()
 
     def attach(self, text: str) -> str | None:
@@ -269,15 +274,21 @@ class ChatSession:
 
 
 def _help(session: ChatSession, _argument: str) -> bool:
-    lines = [f"  {c.usage:<20} {c.help}" for c in COMMANDS.values()]
-    lines += [
-        "",
-        '  Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
-        "  @path attaches a file · Tab completes commands and paths · ↑/↓ history",
-        "  Ctrl-C stops the answer (or clears the line) · Ctrl-D quits",
-        "  confirmations: y yes · n no (then an optional reason) · a always for this tool "
-        "in this session · q stop this turn",
+    from cli.ui.layout import hanging
+
+    width = session.console.width  # wrapped here, so that each entry keeps its indent
+    lines = [
+        line for c in COMMANDS.values() for line in hanging(f"  {c.usage:<20} ", c.help, width)
     ]
+    lines.append("")
+    for keys in (
+        'Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
+        "@path attaches a file · Tab completes commands and paths · ↑/↓ history",
+        "Ctrl-C stops the answer (or clears the line) · Ctrl-D quits",
+        "confirmations: y yes · n no (then an optional reason) · a always for this tool "
+        "in this session · q stop this turn",
+    ):
+        lines += hanging("  ", keys, width, indent=4)
     session.say("\n".join(lines))
     return True
 
@@ -397,15 +408,19 @@ def _load(session: ChatSession, argument: str) -> bool:
     return True
 
 
-def _undo(session: ChatSession, argument: str) -> bool:
+def _undo(session: ChatSession, argument: str, *, redo: bool = False) -> bool:
     from cli.ui.changes_view import undo_flow
 
     store = session.agent.context.changes
     if store is None:
         session.renderer.error("no change journal in this session: nothing to undo")
         return True
-    if argument and not argument.lstrip("#").isdigit():
-        session.renderer.error("usage: /undo [ID] (ids: `agent history`)")
+    words = argument.split()
+    numbers = [w.lstrip("#") for w in words if w.lstrip("#").isdigit()]
+    flags = {w.lstrip("-") for w in words if not w.lstrip("#").isdigit()}
+    if len(numbers) > 1 or not flags <= ({"all"} if redo else {"turn", "all"}):
+        usage = "/redo [all]" if redo else "/undo [ID] [turn] [all] (ids: `agent history`)"
+        session.renderer.error(f"usage: {usage}")
         return True
 
     def ask(question: str) -> bool:
@@ -413,15 +428,25 @@ def _undo(session: ChatSession, argument: str) -> bool:
 
     done = undo_flow(
         store,
-        int(argument.lstrip("#")) if argument else None,
+        int(numbers[0]) if numbers else None,
         cwd=session.agent.policy.cwd,
         say=lambda line: session.say(line, "dim"),
         ask=ask,
         policy=session.agent.policy,
+        turn="turn" in flags,
+        everywhere="all" in flags,
+        redo=redo,
     )
-    # The model last saw the file as it was; after the undo it must read it again.
-    session.agent.context.memory.remember(done.path, None)
+    # The model last saw the files as they were; after the undo it must read them again.
+    for change in done:
+        session.agent.context.memory.remember(change.path, None)
+        if change.origin:
+            session.agent.context.memory.remember(change.origin, None)
     return True
+
+
+def _redo(session: ChatSession, argument: str) -> bool:
+    return _undo(session, argument, redo=True)
 
 
 def _turns(session: ChatSession, _argument: str) -> bool:
@@ -454,5 +479,8 @@ COMMANDS: dict[str, Command] = {
     "/load": Command("/load NAME", "load a saved conversation", _load),
     "/turns": Command("/turns", "the turns so far, and which changed files", _turns),
     "/history": Command("/history", "the same as /turns", _turns),
-    "/undo": Command("/undo [ID]", "take back the last change (or #ID of agent history)", _undo),
+    "/undo": Command(
+        "/undo [ID|turn|all]", "take back the last change (a turn; #ID; anywhere)", _undo
+    ),
+    "/redo": Command("/redo [all]", "bring back what the last /undo took back", _redo),
 }

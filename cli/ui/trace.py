@@ -2,13 +2,21 @@
 that becomes the final answer or the `--json` object on stdout.
 
 The trace (tool names and arguments, thinking, notices) is sanitised wherever stderr goes;
-the answer on stdout only on a terminal (see `app.py`): piped, it is the model's text."""
+the answer on stdout only on a terminal (see `app.py`): piped, it is the model's text.
+
+On a terminal there is more: the answer streams onto stdout as chat renders it (Markdown,
+sanitised), a status line on stderr says what the run waits for while nothing else shows
+it is alive (never in a pipe), and keys are not echoed (a `^C` would land in the answer).
+When stdout and stderr are one terminal, one region holds both the answer's live tail and
+the status line, so neither redraw erases the other."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -25,6 +33,10 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
+from cli.ui.keys import TypeAhead, terminal_fd
+from cli.ui.layout import terminal_width
+from cli.ui.live import Region, StatusLine, live_capable
+from cli.ui.render import MarkdownStream
 from cli.ui.text import call_summary, result_summary, sanitize
 
 
@@ -69,38 +81,104 @@ def stats_json(stats: Stats, wall_time: float) -> dict[str, Any]:
 
 
 class RunTrace:
-    """Writes the trace to `console` (stderr) and fills `record`."""
+    """Writes the trace to `console` (stderr) and fills `record`. With `stdout` a terminal,
+    the answer streams there too (`streams_answer`); `stdin` is where keys come from."""
 
-    def __init__(self, console: Console, record: RunRecord, show_thinking: bool) -> None:
+    def __init__(
+        self,
+        console: Console,
+        record: RunRecord,
+        show_thinking: bool,
+        *,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        reflow: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.console = console
         self.record = record
         self.show_thinking = show_thinking
         self._in_thinking = False
-        self._content = ""
+        self._content = ""  # this step's text so far
+        self._step_text = ""  # what streamed onto stdout in this step, and in the last one
+        self._last_text = ""
+        self._answer: MarkdownStream | None = None
+        status_region = Region(console, reflow=reflow) if live_capable(console) else None
+        if stdout is not None and terminal_fd(stdout) is not None:
+            answers = Console(file=stdout, highlight=False)
+            width = terminal_width(stdout)
+            if answers.is_dumb_terminal and width:  # rich takes 80 columns there
+                answers.size = (width, answers.height)
+            region = None
+            if status_region is not None and _same_terminal(stdout, console.file):
+                region = status_region = Region(answers, reflow=reflow)
+            self._answer = MarkdownStream(answers, region=region)
+        self._status = StatusLine(status_region, clock)
+        # Keys typed meanwhile are not ours to keep: they stay for whatever reads next.
+        streams = (s for s in (stdin, console.file, stdout) if s is not None)
+        self._keys = TypeAhead(*streams, keep=False)
+
+    @property
+    def streams_answer(self) -> bool:
+        """The answer was shown on stdout as it came: it is not written again at the end."""
+        return self._answer is not None
 
     def consume(self, events: Iterable[Event]) -> RunRecord:
-        for event in events:
-            self.handle(event)
+        self.begin()
+        try:
+            for event in events:
+                self.handle(event)
+        finally:
+            self.close()
         return self.record
 
+    def begin(self) -> None:
+        self._keys.start()
+        self._status.begin()
+        self._status.expect(f"waiting for {sanitize(self.record.model)}", after=0)
+
+    def close(self) -> None:
+        """The run is over (or cut short): what streamed stays, the status line goes, the
+        terminal is as it was; the cursor is at the start of a line."""
+        self._status.stop()
+        self._end_thinking()
+        if self._answer is not None and self._answer.active:
+            self._answer.finish()
+        self._keys.stop()
+
     def handle(self, event: Event) -> None:
+        waiting = f"waiting for {sanitize(self.record.model)}"
         if isinstance(event, ThinkingDelta):
             if self.show_thinking:
+                self._settle(end_thinking=False)
                 self._in_thinking = True
                 self.console.print(
                     escape(sanitize(event.text, multiline=True)), style="dim", end=""
                 )
+            else:
+                self._status.expect("model is thinking", after=0)
             return
-        self._end_thinking()
         if isinstance(event, ContentDelta):
+            self._end_thinking()
+            self._status.quiet()
             self._content += event.text
-        elif isinstance(event, Notice):
+            if self._answer is not None and (self._answer.active or event.text.strip()):
+                self._answer.feed(event.text)
+                self._step_text += event.text
+            self._status.expect(waiting)
+            return
+        self._settle()
+        if isinstance(event, Notice):
             self.console.print(f"[yellow]note:[/] {escape(sanitize(event.text))}")
         elif isinstance(event, ToolCallProposed):
             pass  # one line per call, written when it is decided and done
         elif isinstance(event, ToolDecided):
             if not event.allowed:
                 self._line(event, "red", f"denied: {sanitize(event.reason)}")
+            else:
+                summary = call_summary(event.call, 40)
+                what = f"running {sanitize(event.call.name)}" + (f" {summary}" if summary else "")
+                self._status.expect(what, after=0, style="blue")
         elif isinstance(event, ToolResult):
             self.record.tool_calls.append(
                 {
@@ -116,15 +194,18 @@ class RunTrace:
                 ok = bool(event.result.get("success"))
                 outcome = result_summary(event.call.name, event.result)
                 self._line(event.decision, "green" if ok else "red", outcome)
+            self._status.expect(waiting)
         elif isinstance(event, StepFinished):
             self.record.steps = event.step
             self._content = ""
+            self._last_text, self._step_text = self._step_text, ""
         elif isinstance(event, Finished):
             self.record.answer = event.answer
             self.record.stop_reason = event.stop_reason
             self.record.steps = event.steps
             self.record.stats = event.stats
             self.record.wall_time = event.wall_time
+            self._show_final(event.answer)
             if event.stop_reason == "repeating":
                 self.console.print(
                     "[yellow]stopped[/]: the model kept repeating a call that was refused"
@@ -139,6 +220,24 @@ class RunTrace:
                     f"[yellow]step limit reached[/] after {event.steps} model calls{pending} "
                     "(raise it with --max-steps or agent.max_steps)"
                 )
+
+    def _show_final(self, answer: str) -> None:
+        """An answer that did not stream as text (one the model gave only in its thinking,
+        say) is shown at the end; one that did is not shown twice."""
+        if self._answer is None or not answer.strip():
+            return
+        if answer.strip() != (self._step_text or self._last_text).strip():
+            self._answer.feed(answer)
+            self._answer.finish()
+
+    def _settle(self, *, end_thinking: bool = True) -> None:
+        """Before a line of the trace: the status line goes, a streamed block is finished,
+        the thinking's line is ended."""
+        self._status.quiet()
+        if end_thinking:
+            self._end_thinking()
+        if self._answer is not None and self._answer.active:
+            self._answer.finish()
 
     @property
     def partial_answer(self) -> str:
@@ -163,3 +262,14 @@ class RunTrace:
         if self._in_thinking:
             self.console.print()
             self._in_thinking = False
+
+
+def _same_terminal(a: object, b: object) -> bool:
+    """Both streams write to one terminal (stdout and stderr of a shell, as a rule)."""
+    fd_a, fd_b = terminal_fd(a), terminal_fd(b)
+    if fd_a is None or fd_b is None:
+        return False
+    try:
+        return os.path.samestat(os.fstat(fd_a), os.fstat(fd_b))
+    except OSError:
+        return False

@@ -1,0 +1,62 @@
+"""Lines that fit the terminal: words wrapped under a hanging indent, fields packed onto
+continuation lines. A line the terminal wraps itself starts at column 0, where it reads as
+a new entry; these keep every continuation indented, so each entry stays one block.
+
+Widths are counted in terminal cells (a wide character takes two)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from rich.cells import cell_len
+
+
+def terminal_width(stream: object) -> int | None:
+    """The width of the terminal `stream` writes to; None when it is not a terminal (a
+    pipe or a file gets one entry a line, as scripts expect)."""
+    try:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+        if not isinstance(fd, int) or not os.isatty(fd):
+            return None
+        return os.get_terminal_size(fd).columns or None
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def hanging(lead: str, text: str, width: int, indent: int | None = None) -> list[str]:
+    """`lead` then `text`'s words, wrapped to `width` cells; every further line starts with
+    `indent` spaces (default: as wide as `lead`, so the text keeps its own column). A word
+    longer than a line is cut, never pushed past the edge."""
+    pad = " " * (cell_len(lead) if indent is None else indent)
+    return pack(text.split(), width, lead=lead, indent=pad, sep=" ")
+
+
+def pack(
+    items: Sequence[str], width: int, *, lead: str = "", indent: str = "    ", sep: str = "  "
+) -> list[str]:
+    """`items` in order, as many on a line as fit in `width` cells, `sep` between them;
+    the first line starts with `lead`, the others with `indent`."""
+    lines: list[str] = []
+    line = lead
+    fresh = True  # nothing but the lead or the indent on this line yet
+    for item in items:
+        gap = "" if fresh else sep
+        if not fresh and cell_len(line + gap + item) > width:
+            lines.append(line.rstrip())
+            line, gap, fresh = indent, "", True
+        room = max(1, width - cell_len(line))
+        line += gap + (item if cell_len(item) <= room else _cut(item, room))
+        fresh = False
+    lines.append(line.rstrip())
+    return lines
+
+
+def _cut(text: str, cells: int) -> str:
+    """`text` in at most `cells` cells, ending in `…` when something was left out."""
+    out = ""
+    for char in text:
+        if cell_len(out + char) > cells - 1:
+            return out + "…"
+        out += char
+    return out
