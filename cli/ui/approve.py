@@ -287,7 +287,12 @@ def _edit(target: ResolvedPath, args: Mapping[str, Any], cwd: str) -> list[Text]
     lines = [_path_line(target, path, cwd)]
     old, problem = _read_text(path, display_path(path, cwd))
     if old is None:
-        return [*lines, Text(f"  {problem}: the edit will fail", "yellow")]
+        # Binary or not UTF-8, the tool refuses it too; merely large (past what a card
+        # diffs), it is worked out and made when it runs, unseen here.
+        return [
+            *lines,
+            Text(f"  {problem}: the edit is worked out only when it runs", "yellow"),
+        ]
     try:
         edit = plan_edit(
             old,
