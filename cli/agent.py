@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from typing import Any
 
-from cli import tools
+from cli import outcomes, tools
 from cli.approval import ApprovalRequest, Approver
 from cli.backends.messages import (
     ChatBackend,
@@ -504,8 +504,8 @@ class Agent:
     def _repeated(call: ToolCall, guard: RepeatGuard | None) -> ToolDecided | None:
         if guard is None or guard.verdict(call) == "run":
             return None
-        reason = guard.refusal(call)
-        return ToolDecided(call, Decision("deny", reason, "repeated"), False, "", reason)
+        reason, hint = guard.refusal(call)
+        return ToolDecided(call, Decision("deny", reason, "repeated", hint=hint), False, "", reason)
 
     def decide(self, call: ToolCall) -> ToolDecided:
         """Schema → policy → preflight → approver (only for "ask"): the final say on one
@@ -536,17 +536,23 @@ class Agent:
             by = "policy" if allowed else ""
             return ToolDecided(call, decision, allowed, by, decision.reason, arguments)
         approval = self.approver(ApprovalRequest(call, arguments, decision))
+        # A no from nobody (no terminal to ask on) is a denial, not a person's decline.
+        asked = approval.by == "user" or approval.stop_turn
         if approval.approved:
             if loss is not None and approval.by == "user":
                 preflight.agreed(self.context, loss)
-            return ToolDecided(call, decision, True, approval.by, decision.reason, arguments)
+            return ToolDecided(
+                call, decision, True, approval.by, decision.reason, arguments, asked=asked
+            )
         if approval.stop_turn:
             reason = "the user stopped this turn"
-            return ToolDecided(call, decision, False, "", reason, arguments, stop_turn=True)
+            return ToolDecided(
+                call, decision, False, "", reason, arguments, stop_turn=True, asked=True
+            )
         reason = approval.reason or "the user declined"
         if approval.by == "user" and not reason.startswith("the user"):
             reason = f"the user declined: {reason}"
-        return ToolDecided(call, decision, False, "", reason, arguments)
+        return ToolDecided(call, decision, False, "", reason, arguments, asked=asked)
 
     def _move_boundary(self, decision: Decision) -> Decision:
         """A directory moves with its whole tree: refused when the tree holds what the policy
@@ -590,10 +596,14 @@ class Agent:
                     result = tools.run_tool(tool, self.context, decided.arguments, paths)
             except Exception as exc:  # a tool bug must not end the session: report it
                 result = {"success": False, "error": f"{name} failed: {exc}"}
+        elif outcomes.decided_outcome(decided) == "invalid":  # the reason says it was malformed
+            result = {"success": False, "error": decided.reason}
         elif decided.decision.action == "deny":
             result = {"success": False, "error": f"denied: {decided.reason}"}
         else:
             result = {"success": False, "error": f"not run: {decided.reason}"}
+        if not decided.allowed and decided.decision.hint:
+            result["hint"] = decided.decision.hint
         if result.get("success") and name in _CARRIES_OUTSIDE_TEXT:
             # Prompt injection arrives in file contents, names and command output: say, in
             # the result itself, that it is data (the system prompt says it too).
@@ -606,7 +616,7 @@ class Agent:
         model reads why and which tools it has."""
         if call.name in offered:
             return None
-        valid = ", ".join(offered)
+        hint = f"valid tools: {', '.join(offered)}"
         if call.arguments_error and not call.name:
             reason, rule = f"tool call: {call.arguments_error}", "schema"
         elif not offered:
@@ -615,28 +625,27 @@ class Agent:
                 if not self.model_info().supports_tools
                 else "the policy enables none"
             )
-            reason = (
-                f"tool '{call.name}' was not offered: no tools were offered ({why}); "
-                "answer in plain text"
-            )
-            rule = "not_offered"
+            reason = f"tool '{call.name}' was not offered: no tools were offered ({why})"
+            hint, rule = "answer in plain text", "not_offered"
         elif call.name not in TOOL_NAMES:
-            reason, rule = f"unknown tool '{call.name}'; valid tools: {valid}", "unknown_tool"
+            reason, rule = f"unknown tool '{call.name}'", "unknown_tool"
         elif self.policy.setting(call.name) == "deny":
             reason = (
                 f"tool '{call.name}' was not offered (it is not enabled in this agent's "
-                f"policy), so it cannot run; valid tools: {valid}"
+                "policy), so it cannot run"
             )
             rule = "disabled"
         else:  # offered to another model, or in another request: not this one
-            reason = f"tool '{call.name}' was not offered, so it cannot run; valid tools: {valid}"
+            reason = f"tool '{call.name}' was not offered, so it cannot run"
             rule = "not_offered"
-        return ToolDecided(call, Decision("deny", reason, rule), False, "", reason)
+        decision = Decision("deny", reason, rule, hint=hint)
+        return ToolDecided(call, decision, False, "", reason)
 
     def _check(self, call: ToolCall) -> Decision | None:
         """Refusals that need no schema: bad JSON arguments, unknown or disabled tools."""
         if call.arguments_error:
-            return Decision("deny", f"{call.name or 'tool call'}: {call.arguments_error}", "schema")
+            what = f"invalid arguments for {call.name}" if call.name else "tool call"
+            return Decision("deny", f"{what}: {call.arguments_error}", "schema")
         if call.name not in TOOL_NAMES or self.policy.setting(call.name) == "deny":
             return self.policy.decide(call.name, {})
         return None

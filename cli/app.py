@@ -771,7 +771,8 @@ def audit_verify(ctx: typer.Context, file: AuditFileOpt = None) -> None:
 @audit_app.command(
     "show",
     help="The last records, one per line: time (UTC), session, tool, key argument, "
-    "decision (who approved, or the rule that denied), outcome, duration.",
+    "outcome (allowed by whom, declined, denied and the rule, invalid, failed, interrupted), "
+    "duration.",
 )
 def audit_show(
     ctx: typer.Context,

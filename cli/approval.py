@@ -44,8 +44,8 @@ def refuse_without_terminal(request: ApprovalRequest) -> Approval:
     return Approval(
         False,
         by="",
-        reason="needs the user's confirmation, and no one can be asked (not run from a "
-        "terminal); the user can allow it in the policy or run with --yes",
+        reason="needs a confirmation, and no one can be asked (not run from a terminal); "
+        "allow it in the policy or run with --yes",
     )
 
 

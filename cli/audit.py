@@ -26,14 +26,14 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from cli import outcomes
 from cli.backends.messages import ToolCall
 from cli.config import state_dir
 from cli.events import Event, Notice, ToolCallProposed, ToolDecided, ToolResult
+from cli.outcomes import Outcome
 from cli.sensitive import names_secret
-
-Outcome = Literal["ok", "error", "denied", "declined", "interrupted"]
 
 GENESIS = "0" * 64  # the `prev` of the first record
 REDACTED = "[redacted]"
@@ -432,14 +432,14 @@ class AuditLog:
     def record(self, event: ToolResult) -> bool:
         """Log a call that was decided and, if allowed, run; False if it could not be."""
         decided = event.decision
-        if decided.allowed:
-            ok = bool(event.result.get("success"))
-            outcome: Outcome = "ok" if ok else "error"
-            error = None if ok else str(event.result.get("error") or "failed")
+        happened = outcomes.outcome(decided, event.result)  # cli/outcomes.py's words
+        if happened == "allowed":
+            error = None
+        elif happened == "failed":
+            error = str(event.result.get("error") or "failed")
         else:
-            outcome = "denied" if decided.decision.action == "deny" else "declined"
             error = decided.reason
-        fields = self._fields(event.call, decided, outcome, error, event.duration)
+        fields = self._fields(event.call, decided, happened, error, event.duration)
         fields["result_bytes"] = len(canonical(dict(event.result)))
         exit_code = event.result.get("exitCode")
         if isinstance(exit_code, int) and not isinstance(exit_code, bool):
@@ -477,7 +477,7 @@ class AuditLog:
             "tool": redact(call.name)[:100],
             "arguments": summarise_arguments(call.arguments),
             "decision": decision,
-            "rule": decided.decision.rule if decided else None,
+            "rule": outcomes.rule(decided) if decided else None,
             "approved_by": (decided.approved_by or None) if decided else None,
             "outcome": outcome,
             "error": redact(error)[:MAX_ERROR] if error else None,

@@ -49,6 +49,7 @@ class ToolDecided:
     reason: str  # why it was denied, or why it was asked
     arguments: Mapping[str, Any] = field(default_factory=dict)  # as checked by the schema
     stop_turn: bool = False  # the user answered "stop this turn"
+    asked: bool = False  # a person was asked (and, when not allowed, said no)
 
 
 @dataclass(frozen=True)

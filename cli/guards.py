@@ -46,11 +46,12 @@ class RepeatGuard:
             return "stop"
         return "refuse" if count >= REFUSE_AFTER else "run"
 
-    def refusal(self, call: ToolCall) -> str:
+    def refusal(self, call: ToolCall) -> tuple[str, str]:
+        """Why the call is not run (for anyone) and what the model should do (its hint)."""
         failures = self._seen.get(self.key(call)) or _Failures()
         return (
-            f"this exact call was already refused {_times(failures.count)}: {failures.why}; "
-            "do something else or answer"
+            f"this exact call already failed or was refused {_times(failures.count)} in this turn",
+            f"it failed with: {failures.why}; do something else or answer",
         )
 
     def record(self, call: ToolCall, result: Mapping[str, Any]) -> None:

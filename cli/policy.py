@@ -51,6 +51,7 @@ class Decision:
     # agent's own config, files with hard links, commands matching the deny list).
     needs_human: bool = False
     warnings: tuple[str, ...] = ()  # shown in the confirmation
+    hint: str = ""  # for the model only, when refused: what it could do instead
 
     @property
     def standing_yes_ok(self) -> bool:
@@ -147,7 +148,9 @@ class Policy:
     def decide(self, tool: str, arguments: Mapping[str, Any]) -> Decision:
         if tool not in TOOL_NAMES:
             valid = ", ".join(self.enabled_tools()) or "none"
-            return Decision("deny", f"unknown tool '{tool}'; valid tools: {valid}", "unknown_tool")
+            return Decision(
+                "deny", f"unknown tool '{tool}'", "unknown_tool", hint=f"valid tools: {valid}"
+            )
         setting = self.setting(tool)
         if setting == "deny":
             return Decision(

@@ -182,7 +182,8 @@ class Turn:
     """One turn of a conversation, as `/turns` and a resumed session show it."""
 
     prompt: str
-    calls: list[str]  # one line a tool call: "✓ read_file notes.txt", "✗ write_file x"
+    # one line a tool call: "✓ read_file notes.txt", "✗ write_file x · declined"
+    calls: list[str]
     answer: str = ""
     changed: list[str] = field(default_factory=list)  # what the turn's calls changed
 
@@ -209,8 +210,9 @@ def conversation_turns(messages: list[Message]) -> list[Turn]:
         elif role == "tool":
             key = str(message.get("tool_call_id") or message.get("tool_name") or "")
             name, argument = pending.pop(key, (str(message.get("tool_name", "")), ""))
-            ok, unchanged = _outcome(content)
-            turns[-1].calls.append(f"{'✓' if ok else '✗'} {name} {argument}".rstrip())
+            ok, unchanged, word = _outcome(content)
+            line = f"{'✓' if ok else '✗'} {name} {argument}".rstrip()
+            turns[-1].calls.append(line if ok else f"{line} · {word}")
             if ok and not unchanged and name in _CHANGES_FILES and argument:
                 turns[-1].changed.append(argument)
     return turns
@@ -231,12 +233,24 @@ def _key_argument(function: dict[str, Any]) -> str:
     return ""
 
 
-def _outcome(content: str) -> tuple[bool, bool]:
-    """(it succeeded, it changed nothing: a write of what the file already held)."""
+def _outcome(content: str) -> tuple[bool, bool, str]:
+    """(it succeeded, it changed nothing — a write of what the file already held —, and for
+    a call that did not succeed, its outcome as cli/outcomes.py words it). A saved session
+    keeps what the model was told, so the word is read back from how the agent tells it:
+    `denied: …`, `not run: the user …`, an invalid call's own reason."""
     try:
         result = json.loads(content)
     except ValueError:
-        return False, False
+        return False, False, "failed"
     if not isinstance(result, dict):
-        return False, False
-    return result.get("success") is True, result.get("unchanged") is True
+        return False, False, "failed"
+    error = str(result.get("error") or "")
+    if error.startswith("not run: the user") or error.startswith("cancelled: the user"):
+        word = "declined"
+    elif error.startswith(("denied: ", "not run: ")):
+        word = "denied"
+    elif error.startswith(("invalid arguments for ", "unknown tool '", "tool call: ")):
+        word = "invalid"
+    else:
+        word = "failed"
+    return result.get("success") is True, result.get("unchanged") is True, word

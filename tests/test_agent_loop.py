@@ -290,7 +290,7 @@ def test_unknown_tool_gets_an_error_listing_valid_tools(
     result = of_type(events, ToolResult)[0].result
     assert result["success"] is False
     assert "unknown tool 'rm_everything'" in result["error"]
-    assert "read_file" in result["error"] and "write_file" in result["error"]
+    assert "read_file" in result["hint"] and "write_file" in result["hint"]
     assert events[-1].answer == "sorry"
     assert results(ollama.chat_bodies[1])[0] == result
 

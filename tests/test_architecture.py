@@ -34,6 +34,7 @@ CORE = [
     "cli.textcalls",
     "cli.toolprompt",
     "cli.guards",
+    "cli.outcomes",
     "cli.instructions",
     "cli.tools",
     "cli.tools.edits",

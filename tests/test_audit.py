@@ -69,10 +69,11 @@ def result_event(
     rule: str = "setting",
     reason: str = "allowed by policy",
     result: dict[str, Any] | None = None,
+    asked: bool = False,
 ) -> ToolResult:
     call = ToolCall(name, arguments if arguments is not None else {"path": "a.txt"})
     decision = Decision(action, reason, rule)  # type: ignore[arg-type]
-    decided = ToolDecided(call, decision, allowed, by, reason, call.arguments)
+    decided = ToolDecided(call, decision, allowed, by, reason, call.arguments, asked=asked)
     return ToolResult(call, result or {"success": allowed}, 0.0042, decided)
 
 
@@ -244,7 +245,7 @@ def test_a_record_has_the_documented_fields(tmp_path: Path) -> None:
         "decision": "allow",
         "rule": "setting",
         "approved_by": "policy",
-        "outcome": "ok",
+        "outcome": "allowed",
         "error": None,
         "duration_ms": 4,
         "result_bytes": len('{"exitCode":0,"success":true}'),
@@ -260,22 +261,28 @@ def test_a_record_has_the_documented_fields(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("event", "expected"),
     [
-        (result_event(), ("allow", "policy", "ok", None)),
+        (result_event(), ("allow", "policy", "allowed", None)),
         (
             result_event(result={"success": False, "error": "a.txt does not exist"}),
-            ("allow", "policy", "error", "a.txt does not exist"),
+            ("allow", "policy", "failed", "a.txt does not exist"),
         ),
         (
             result_event(action="deny", allowed=False, by="", rule="blocked_dir", reason="/etc"),
             ("deny", None, "denied", "/etc"),
         ),
         (
-            result_event(action="ask", allowed=False, by="", reason="the user declined"),
+            result_event(
+                action="ask", allowed=False, by="", reason="the user declined", asked=True
+            ),
             ("deny", None, "declined", "the user declined"),
         ),
-        (result_event(action="ask", by="--yes"), ("allow", "--yes", "ok", None)),
+        (
+            result_event(action="ask", allowed=False, by="", reason="no one can be asked"),
+            ("deny", None, "denied", "no one can be asked"),
+        ),
+        (result_event(action="ask", by="--yes"), ("allow", "--yes", "allowed", None)),
     ],
-    ids=["ok", "error", "denied", "declined", "yes"],
+    ids=["allowed", "failed", "denied", "declined", "unanswered", "yes"],
 )
 def test_outcomes(tmp_path: Path, event: ToolResult, expected: tuple[Any, ...]) -> None:
     path = tmp_path / "audit.jsonl"
@@ -302,7 +309,7 @@ def test_an_empty_log_is_intact(tmp_path: Path) -> None:
 
 
 def _edit(lines: list[bytes]) -> list[bytes]:
-    lines[2] = lines[2].replace(b'"outcome":"ok"', b'"outcome":"error"')
+    lines[2] = lines[2].replace(b'"outcome":"allowed"', b'"outcome":"failed"')
     return lines
 
 
@@ -505,7 +512,7 @@ def test_a_whole_turn_of_the_real_loop_is_recorded(
     events = list(audited(harness.agent.run(harness.conversation, "go"), log))
     assert isinstance(events[-1], Finished)
     summary = [(r["tool"], r["decision"], r["outcome"]) for r in records(log.path)]
-    assert summary == [("read_file", "allow", "ok"), ("write_file", "deny", "declined")]
+    assert summary == [("read_file", "allow", "allowed"), ("write_file", "deny", "declined")]
 
 
 # -- agent run and agent audit, end to end ----------------------------------------------------
@@ -542,9 +549,9 @@ def test_run_records_one_call_each_with_its_decision(
     assert [
         (r["tool"], r["decision"], r["rule"], r["approved_by"], r["outcome"]) for r in logged
     ] == [
-        ("read_file", "allow", "setting", "policy", "ok"),
+        ("read_file", "allow", "setting", "policy", "allowed"),
         ("read_file", "deny", "blocked_dir", None, "denied"),
-        ("write_file", "allow", "setting", "--yes", "ok"),
+        ("write_file", "allow", "setting", "--yes", "allowed"),
         ("run_command", "deny", "disabled", None, "denied"),
     ]
     assert len({r["session"] for r in logged}) == 1
@@ -587,7 +594,7 @@ def test_run_without_a_terminal_records_the_refusal(
         "deny",
         "setting",
         None,
-        "declined",
+        "denied",  # nobody said no: nobody could be asked
     )
     assert "no one can be asked" in record["error"]
 
@@ -603,10 +610,10 @@ def test_audit_verify_and_show(run_cli: RunCli, ollama: FakeOllama, workspace: P
     assert len(rows) == 4
     assert all(row.startswith("2") and "ms" in row for row in rows)  # the time; the duration
     expected = [
-        ("read_file", "notes.txt", "allow (policy)", "ok"),
-        ("read_file", "/etc/shadow", "deny (blocked_dir)", "denied"),
-        ("write_file", "out.txt", "allow (--yes)", "ok"),
-        ("run_command", "deploy --password [redacted]", "deny (disabled)", "denied"),
+        ("read_file", "notes.txt", "allowed by policy"),
+        ("read_file", "/etc/shadow", "denied (blocked_dir)"),
+        ("write_file", "out.txt", "allowed by --yes"),
+        ("run_command", "deploy --password [redacted]", "denied (disabled)"),
     ]
     for row, words in zip(rows, expected, strict=True):
         assert all(word in row for word in words), row
@@ -621,7 +628,7 @@ def test_audit_verify_and_show(run_cli: RunCli, ollama: FakeOllama, workspace: P
     ("tamper", "words"),
     [
         (
-            lambda ls: [ls[0], ls[1].replace('"outcome":"denied"', '"outcome":"ok"'), *ls[2:]],
+            lambda ls: [ls[0], ls[1].replace('"outcome":"denied"', '"outcome":"allowed"'), *ls[2:]],
             "line 2: hash does not match its content (edited?)",
         ),
         (lambda ls: [ls[0], *ls[2:]], "line 2: prev does not match line 1 (deleted or reordered?)"),
@@ -725,8 +732,8 @@ def test_chat_records_calls_approved_by_the_user_and_by_the_session(
     assert "Wrote both." in text
     logged = records(log.path)
     assert [(r["tool"], r["approved_by"], r["outcome"]) for r in logged] == [
-        ("write_file", "user", "ok"),
-        ("write_file", "session", "ok"),
+        ("write_file", "user", "allowed"),
+        ("write_file", "session", "allowed"),
     ]
     assert verify(log.path).intact
 

@@ -422,7 +422,7 @@ def test_a_disabled_tool_is_refused_as_not_offered(
     first, read = tool_results(ollama.chat_bodies[-1])
     assert first["success"] is False
     assert "'delete_file' was not offered" in first["error"]
-    assert "read_file" in first["error"]  # what it may call instead
+    assert "read_file" in first["hint"]  # what it may call instead
     assert read["success"] is True and read["content"] == "keep\n"  # offered: runs as ever
     # Written as text, a call to a tool that is not offered is text: the answer, not run.
     assert len(ollama.chat_bodies) == 2

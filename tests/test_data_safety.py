@@ -326,7 +326,8 @@ def test_a_write_over_an_edit_made_since_the_read_is_a_conflict(
     tools = [m for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "tool"]
     results = [json.loads(m["content"]) for m in tools[-3:]]
     assert results[0]["success"] is False
-    assert "changed on disk since you last read it" in results[0]["error"]
+    assert "changed on disk since it was last read" in results[0]["error"]
+    assert "read it again" in results[0]["hint"]
     assert results[1]["content"] == "version 2, the user's edit\n"
     assert results[2]["success"] is True
     assert notes.read_text() == "merged\n"

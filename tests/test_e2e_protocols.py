@@ -218,7 +218,7 @@ def test_a_read_puts_only_the_answer_on_stdout(
     r = run_cli("run", *server.args, "what is in notes.txt?")
     assert r.code == 0, r.stderr
     assert r.stdout == "Two lines: alpha, beta.\n"
-    assert trace_lines(r.stderr) == ["→ read_file notes.txt · allowed · 2 lines, 11 B"]
+    assert trace_lines(r.stderr) == ["→ read_file notes.txt · allowed by policy · 2 lines, 11 B"]
     [result] = server.results_sent()
     assert result["success"] is True and result["content"] == "alpha\nbeta\n"
 
@@ -305,7 +305,7 @@ def test_yes_writes(run_cli: RunCli, server: Server, workspace: Path) -> None:
     r = run_cli("run", *server.args, "--yes", "scaffold")
     assert r.code == 0, r.stderr
     assert (workspace / "pkg" / "a.py").read_text() == 'x = "é"\n'
-    assert "approved (--yes)" in r.stderr
+    assert "allowed by --yes" in r.stderr
 
 
 def test_exit_3_at_the_step_limit(run_cli: RunCli, server: Server, workspace: Path) -> None:

@@ -75,9 +75,9 @@ def test_a_lenient_match_must_be_unique() -> None:
 def test_several_exact_matches_need_replace_all() -> None:
     with pytest.raises(EditFailed) as info:
         plan_edit(CODE, "return", "yield")
-    message = str(info.value)
+    message, hint = str(info.value), info.value.hint
     assert "at lines 3, 7" in message
-    assert "add surrounding lines" in message and "replace_all" in message
+    assert "add surrounding lines" in hint and "replace_all" in hint
     edit = plan_edit(CODE, "return", "yield", replace_all=True)
     assert edit.replacements == 2 and edit.text.count("yield") == 2
     assert edit.line_range == (3, 7) and (edit.added, edit.removed) == (2, 2)
@@ -86,9 +86,8 @@ def test_several_exact_matches_need_replace_all() -> None:
 def test_no_match_quotes_the_most_similar_lines_with_numbers() -> None:
     with pytest.raises(EditFailed) as info:
         plan_edit(CODE, "    retrun x\n", "    return y\n")
-    message = str(info.value)
-    assert "not found" in message
-    assert "    3:     return x" in message
+    assert "not found" in str(info.value)
+    assert "    3:     return x" in info.value.hint  # for the model, not the person
 
 
 @pytest.mark.parametrize(
@@ -168,7 +167,8 @@ def test_edit_without_reading_first_is_refused(
         ollama,
         ("edit_file", {"path": "app.py", "old_string": "x = 1", "new_string": "x = 2"}),
     )
-    assert out[0]["success"] is False and "read_file first" in out[0]["error"]
+    assert out[0]["success"] is False and "was not read" in out[0]["error"]
+    assert "read_file first" in out[0]["hint"]
     assert (workspace / "app.py").read_text() == CODE
 
 
@@ -198,11 +198,11 @@ def test_two_failed_edits_suggest_write_file_and_the_count_is_per_turn(
     out = run_calls(
         harness, ollama, ("read_file", {"path": "app.py"}), ("edit_file", bad), ("edit_file", bad)
     )
-    first, second = out[1]["error"], out[2]["error"]
+    first, second = out[1]["hint"], out[2]["hint"]  # what the model is told to do
     assert "write_file" not in first
     assert "failed 2 times" in second and "write_file the whole new content" in second
     again = run_calls(harness, ollama, ("edit_file", bad))  # a new turn: counted afresh
-    assert "write_file" not in again[0]["error"]
+    assert "write_file" not in again[0]["hint"]
 
 
 def test_edit_is_asked_under_write_only_and_yes_approves_it(
@@ -321,7 +321,7 @@ def test_an_existing_destination_needs_overwrite_and_is_kept_for_undo(
     (workspace / "old.txt").write_text("old\n")
     harness = make_agent(YES)
     out = run_calls(harness, ollama, move("new.txt", "old.txt"))
-    assert out[0]["success"] is False and "set overwrite" in out[0]["error"]
+    assert out[0]["success"] is False and "set overwrite" in out[0]["hint"]
     assert (workspace / "old.txt").read_text() == "old\n"
     out = run_calls(harness, ollama, move("new.txt", "old.txt", overwrite=True))
     assert out[0]["success"] is True and out[0]["replaced"] is True
@@ -341,7 +341,7 @@ def test_a_directory_moves_whole_and_is_never_replaced(
     harness = make_agent(YES)
     out = run_calls(harness, ollama, move("src", "dest", overwrite=True))
     assert out[0]["success"] is False and "never replaced" in out[0]["error"]
-    assert "dest/src" in out[0]["error"]
+    assert "dest/src" in out[0]["hint"]
     out = run_calls(harness, ollama, move("src", "dest/src"))
     assert out[0]["success"] is True and out[0]["type"] == "directory"
     assert (workspace / "dest/src/pkg/a.py").read_text() == "a\n"

@@ -400,7 +400,7 @@ def test_a_rename_to_a_name_with_spaces_is_attributed(
 def test_not_a_work_tree(tools: Tools, git: Git, workspace: Path, home: Path) -> None:
     (workspace / "plain").mkdir()
     error = tools.fails(GIT_STATUS, path="plain")
-    assert "plain is not inside a git work tree;" in error
+    assert error == "plain is not inside a git work tree"
     assert "is not inside a git work tree" in tools.fails(GIT_DIFF)
 
 
@@ -658,7 +658,7 @@ def test_a_partial_clone_never_fetches(
     git(clone, "config", "remote.origin.url", f"ext::{bait}")
     git(clone, "config", "protocol.ext.allow", "always")
     error = tools.fails(GIT_DIFF, path="pc")
-    assert "git diff failed" in error and "never fetch" in error
+    assert "git diff failed" in error
     assert baits.ran() == []
     git(clone, "-c", "protocol.allow=never", "diff", check=False)  # control
     assert "fetch" in baits.ran()

@@ -18,7 +18,11 @@ def of_type(events: list[Any], kind: type) -> list[Any]:
 
 
 def errors(events: list[Any]) -> list[str]:
-    return [str(e.result.get("error", "")) for e in of_type(events, ToolResult)]
+    """What the model was told of each failure: the error, and its hint when there is one."""
+    return [
+        " ".join(str(e.result.get(k, "")) for k in ("error", "hint")).strip()
+        for e in of_type(events, ToolResult)
+    ]
 
 
 # -- the repeat guard ----------------------------------------------------------------------------
@@ -35,8 +39,8 @@ def test_a_refused_call_repeated_is_refused_as_such_then_the_turn_stops(
     assert len(said) == 4  # the fifth is not run: the turn stops
     assert all("looks like a secret" in e for e in said[:2])  # the policy, twice
     for repeat in said[2:]:
-        assert repeat.startswith("denied: this exact call was already refused")
-        assert "looks like a secret" in repeat  # why, as first refused
+        assert repeat.startswith("denied: this exact call already failed or was refused")
+        assert "looks like a secret" in repeat  # why, as first refused (in the hint)
         assert "do something else or answer" in repeat
     assert "refused twice" in said[2] and "refused 3 times" in said[3]
     rules = [e.decision.rule for e in of_type(events, ToolDecided)]

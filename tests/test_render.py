@@ -419,7 +419,9 @@ def allowed(call: ToolCall, by: str = "policy") -> ToolDecided:
 
 
 def denied(call: ToolCall, action: str, reason: str) -> ToolDecided:
-    return ToolDecided(call, Decision(action, reason, "setting"), False, "", reason)  # type: ignore[arg-type]
+    """Refused by the policy ("deny"), or by the person who was asked ("ask")."""
+    decision = Decision(action, reason, "blocked_dir" if action == "deny" else "setting")  # type: ignore[arg-type]
+    return ToolDecided(call, decision, False, "", reason, asked=action == "ask")
 
 
 def card(
@@ -455,7 +457,7 @@ READ = {
             {"path": "notes.txt"},
             {**READ, "content": file_lines(3), "lines": 3, "line_range": [1, 3]},
             [
-                "✅ 📄 read_file notes.txt · done · allowed by policy · 12 ms",
+                "✅ 📄 read_file notes.txt · allowed by policy · 12 ms",
                 "   1 │ line 1",
                 "   2 │ line 2",
                 "   3 │ line 3",
@@ -473,7 +475,7 @@ READ = {
                 "truncated": True,
             },
             [
-                "✅ 📄 read_file notes.txt · done · allowed by policy · 12 ms",
+                "✅ 📄 read_file notes.txt · allowed by policy · 12 ms",
                 "    98 │ a",
                 "    99 │ b",
                 "   100 │ c",
@@ -493,7 +495,7 @@ READ = {
                 "total_matches": 2,
             },
             [
-                "✅ 🔍 search_files 'TODO' in src · done · allowed by policy · 12 ms",
+                "✅ 🔍 search_files 'TODO' in src · allowed by policy · 12 ms",
                 "   src/a.py:3  # TODO: fix",
                 "   src/TODO.md  (name matches)",
                 "   2 matches in 2 files",
@@ -513,7 +515,7 @@ READ = {
                 "truncated": False,
             },
             [
-                "✅ 📁 list_directory . · done · allowed by policy · 12 ms",
+                "✅ 📁 list_directory . · allowed by policy · 12 ms",
                 "   src/",
                 "   README.md  1.3 KB",
                 "   latest -> src",
@@ -531,7 +533,7 @@ READ = {
                 "duration": 1520,
             },
             [
-                "✅ 💻 run_command make test · done · allowed by policy · 12 ms",
+                "✅ 💻 run_command make test · allowed by policy · 12 ms",
                 "   ok 1",
                 "   ok 2",
                 "   warning: slow",
@@ -543,7 +545,7 @@ READ = {
             {"path": "notes.txt", "content": "hello world\n"},
             {"success": True, "path": f"{CWD}/notes.txt", "bytesWritten": 12, "created": True},
             [
-                "✅ 📝 write_file notes.txt (12 B) · done · allowed by policy · 12 ms",
+                "✅ 📝 write_file notes.txt (12 B) · allowed by policy · 12 ms",
                 "   created notes.txt · 12 B",
             ],
         ),
@@ -552,7 +554,7 @@ READ = {
             {"path": "~/notes.txt", "content": "x"},
             {"success": True, "path": "/home/u/notes.txt", "bytesWritten": 1, "created": False},
             [
-                "✅ 📝 write_file ~/notes.txt (1 B) · done · allowed by policy · 12 ms",
+                "✅ 📝 write_file ~/notes.txt (1 B) · allowed by policy · 12 ms",
                 "   overwrote /home/u/notes.txt · 1 B",
             ],
         ),
@@ -567,7 +569,7 @@ READ = {
                 "removed": {"files": 3, "directories": 2},
             },
             [
-                "✅ 🧹 delete_file build (recursive) · done · allowed by policy · 12 ms",
+                "✅ 🧹 delete_file build (recursive) · allowed by policy · 12 ms",
                 "   deleted build · 3 files, 2 directories",
             ],
         ),
@@ -576,7 +578,7 @@ READ = {
             {"path": "out"},
             {"success": True, "path": f"{CWD}/out", "created": False},
             [
-                "✅ 📂 create_directory out · done · allowed by policy · 12 ms",
+                "✅ 📂 create_directory out · allowed by policy · 12 ms",
                 "   already existed out",
             ],
         ),
@@ -607,7 +609,7 @@ def test_done_cards_show_a_preview(
             {"path": "gone.txt"},
             {"success": False, "error": "gone.txt does not exist"},
             [
-                "❌ 📄 read_file gone.txt · failed · allowed by policy · 12 ms",
+                "❌ 📄 read_file gone.txt · failed · 12 ms",
                 "   gone.txt does not exist",
             ],
         ),
@@ -623,7 +625,7 @@ def test_done_cards_show_a_preview(
                 "error": "command exited with status 1",
             },
             [
-                "❌ 💻 run_command false · failed · allowed by policy · 12 ms",
+                "❌ 💻 run_command false · failed · 12 ms",
                 "   (no output)",
                 "   exit 1 · 3 ms",
             ],
@@ -641,7 +643,7 @@ def test_done_cards_show_a_preview(
                 "error": "timed out after 1000 ms",
             },
             [
-                "❌ 💻 run_command sleep 9 · failed · allowed by policy · 12 ms",
+                "❌ 💻 run_command sleep 9 · failed · 12 ms",
                 "   (no output)",
                 "   exit -9 · 1000 ms",
                 "   timed out after 1000 ms",
@@ -657,39 +659,45 @@ def test_failed_cards_say_why(
 
 
 @pytest.mark.parametrize(
-    ("action", "reason", "title"),
+    ("action", "reason", "title", "why"),
     [
         (
             "deny",
             "/etc is inside the blocked directory /etc",
-            "🚫 🧹 delete_file /etc · cancelled · blocked by policy",
+            "⛔ 🧹 delete_file /etc · denied (blocked_dir)",
+            "/etc is inside the blocked directory /etc",
         ),
-        ("ask", "the user declined", "🚫 🧹 delete_file /etc · cancelled · not approved"),
+        (
+            "ask",
+            "the user declined: not now",
+            "🚫 🧹 delete_file /etc · declined",
+            "you said no: not now",
+        ),
     ],
     ids=["by-policy", "by-user"],
 )
-def test_cancelled_cards_show_the_reason(action: str, reason: str, title: str) -> None:
+def test_refused_cards_show_the_reason(action: str, reason: str, title: str, why: str) -> None:
     call = ToolCall("delete_file", {"path": "/etc"})
     result = {"success": False, "error": f"denied: {reason}"}
     assert card("delete_file", {"path": "/etc"}, result, denied(call, action, reason)) == [
         title,
-        f"   {reason}",
+        f"   {why}",
     ]
 
 
 @pytest.mark.parametrize(
     ("by", "shown"),
     [
-        ("user", "approved by you"),
-        ("session", "approved for this session"),
-        ("--yes", "approved by --yes"),
+        ("user", "allowed by you"),
+        ("session", "allowed for this session"),
+        ("--yes", "allowed by --yes"),
     ],
 )
 def test_cards_say_who_approved(by: str, shown: str) -> None:
     call = ToolCall("create_directory", {"path": "out"})
     result = {"success": True, "path": f"{CWD}/out", "created": True}
     out = card("create_directory", {"path": "out"}, result, allowed(call, by), duration=2.5)
-    assert out[0] == f"✅ 📂 create_directory out · done · {shown} · 2.5 s"
+    assert out[0] == f"✅ 📂 create_directory out · {shown} · 2.5 s"
 
 
 def test_waiting_card_while_the_user_is_asked() -> None:
@@ -719,7 +727,7 @@ def test_running_card_spins_until_the_result() -> None:
     result = {"success": True, "stdout": "", "stderr": "", "exitCode": 0, "duration": 5}
     renderer.handle(ToolResult(call, result, 0.005, decided))
     shown = [r for r in screen(raw(con)) if r]
-    assert shown[0] == "✅ 💻 run_command make · done · allowed by policy · 5 ms"
+    assert shown[0] == "✅ 💻 run_command make · allowed by policy · 5 ms"
     assert not any("running" in r for r in shown)
 
 
@@ -755,7 +763,7 @@ def test_markup_in_a_path_is_printed_literally() -> None:
     result = {"success": True, "entries": entries, "total": 1}
     renderer.handle(ToolResult(call, result, 0.001, decided))
     shown = "\n".join(screen(raw(con)))
-    assert "list_directory [bold]x[/bold] · done" in shown
+    assert "list_directory [bold]x[/bold] · allowed" in shown
     assert "[red]y  1 B" in shown
 
 
@@ -763,7 +771,7 @@ def test_control_characters_in_a_card_are_escaped() -> None:
     call = ToolCall("read_file", {"path": "a\x1b[2Jb\rc"})
     result = {**READ, "content": "ok\x1b]0;title\x07\n", "lines": 1, "line_range": [1, 1]}
     out = "\n".join(card("read_file", dict(call.arguments), result))
-    assert "read_file a\\x1b[2Jb\\rc · done" in out
+    assert "read_file a\\x1b[2Jb\\rc · allowed" in out
     assert "ok\\x1b]0;title\\x07" in out
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out
 
@@ -792,9 +800,9 @@ def test_a_turn_reads_in_order() -> None:
         "",
         "Reading it.",
         "",
-        "✅ 📄 read_file notes.txt · done · allowed by policy · 2 ms",
+        "✅ 📄 read_file notes.txt · allowed by policy · 2 ms",
         "   1 │ hi",
-        "   300 B · 1 lines · utf-8",
+        "   300 B · 1 line · utf-8",
         "",
         "💭 thinking",
         "now answer",

@@ -291,6 +291,6 @@ def test_at_path_reads_are_in_the_audit_log(
     chat.run("look at @notes.md" + ENTER)
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["tool"], r["arguments"], r["outcome"]) for r in records] == [
-        ("read_file", {"path": "notes.md"}, "ok")
+        ("read_file", {"path": "notes.md"}, "allowed")
     ]
     assert verify(log).intact

@@ -42,7 +42,7 @@ def test_stdout_has_only_the_answer_and_stderr_the_trace(
     assert r.code == 0, r.stderr
     assert r.stdout == "Two lines: alpha, beta.\n"
     trace = [line for line in r.stderr.splitlines() if line.strip()]
-    assert trace == ["→ read_file notes.txt · allowed · 2 lines, 11 B"]
+    assert trace == ["→ read_file notes.txt · allowed by policy · 2 lines, 11 B"]
 
 
 def test_json_output(run_cli: RunCli, ollama: FakeOllama, workspace: Path) -> None:
@@ -349,7 +349,7 @@ def test_yes_approves_unattended_tools(
     r = run_cli("run", "--yes", "scaffold")
     assert r.code == 0, r.stderr
     assert (workspace / "pkg" / "a.py").read_text() == "x = 1\n"
-    assert "approved (--yes)" in r.stderr
+    assert "allowed by --yes" in r.stderr
 
 
 def test_yes_does_not_approve_tools_outside_unattended(

@@ -147,10 +147,27 @@ def test_conversation_turns_from_history() -> None:
         ]},
         {"role": "tool", "tool_call_id": "c1", "content": '{"success": true}'},
         {"role": "tool", "tool_call_id": "c2", "content": '{"success": false, "error": "no"}'},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c3", "function": {"name": "read_file", "arguments": {"path": ".env"}}},
+            {"id": "c4", "function": {"name": "write_file", "arguments": {"path": "y"}}},
+            {"id": "c5", "function": {"name": "write_file", "arguments": {"path": "z"}}},
+        ]},
+        {"role": "tool", "tool_call_id": "c3",
+         "content": '{"success": false, "error": "denied: .env looks like a secret"}'},
+        {"role": "tool", "tool_call_id": "c4", "content": '{"success": false, "error": '
+         '"invalid arguments for write_file: missing required argument: content"}'},
+        {"role": "tool", "tool_call_id": "c5",
+         "content": '{"success": false, "error": "not run: the user declined"}'},
         {"role": "assistant", "content": "Moved."},
     ]  # fmt: skip
     (turn,) = conversation_turns(messages)
-    assert turn.calls == ["✓ move_file b", "✗ read_file x"]
+    assert turn.calls == [
+        "✓ move_file b",
+        "✗ read_file x · failed",
+        "✗ read_file .env · denied",
+        "✗ write_file y · invalid",
+        "✗ write_file z · declined",
+    ]
     assert turn.changed == ["b"] and turn.answer == "Moved."
 
 

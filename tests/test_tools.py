@@ -66,6 +66,12 @@ class Tools:
         assert isinstance(result["error"], str) and result["error"]
         return str(result["error"])
 
+    def hint(self, name: str, args: dict[str, Any]) -> tuple[str, str]:
+        """A failure's error (for anyone) and its hint (what the model is told to do)."""
+        result = self.run(name, args)
+        assert result["success"] is False, result
+        return str(result["error"]), str(result.get("hint", ""))
+
 
 MakeTools = Callable[..., Tools]
 
@@ -372,8 +378,8 @@ def test_read_binary_file_is_refused_as_text_but_readable_as_base64(
 ) -> None:
     data = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"
     (workspace / "image.png").write_bytes(data)
-    error = tools.fails("read_file", {"path": "image.png"})
-    assert "binary" in error and "base64" in error
+    error, hint = tools.hint("read_file", {"path": "image.png"})
+    assert "binary" in error and "base64" in hint
     result = tools.ok("read_file", {"path": "image.png", "encoding": "base64"})
     assert result["encoding"] == "base64"
     assert base64.b64decode(result["content"]) == data
@@ -396,9 +402,9 @@ def test_read_latin1_file_reports_the_encoding_used(tools: Tools, workspace: Pat
 
 def test_read_invalid_utf8_suggests_latin1(tools: Tools, workspace: Path) -> None:
     (workspace / "old.txt").write_bytes(b"ok\ncaf\xe9\n")
-    error = tools.fails("read_file", {"path": "old.txt"})
+    error, hint = tools.hint("read_file", {"path": "old.txt"})
     assert "UTF-8" in error
-    assert "latin1" in error
+    assert "latin1" in hint
     assert "offset 6" in error
 
 
@@ -453,7 +459,8 @@ def test_read_1200_lines_returns_500_and_says_so(tools: Tools, workspace: Path) 
     assert result["truncated"] is True
     assert result["line_range"] == [1, 500]
     assert result["content"].splitlines() == [f"row {n}" for n in range(1, 501)]
-    assert "start_line=501" in result["note"]
+    assert "showing lines 1-500 of 1200" in result["note"]
+    assert "start_line=501" in result["hint"]
     more = tools.ok("read_file", {"path": "long.txt", "start_line": 1001})
     assert more["line_range"] == [1001, 1200]
     assert more["truncated"] is False
@@ -465,7 +472,7 @@ def test_read_max_read_lines_from_limits(make_tools: MakeTools, ten_lines: Path)
     result = tools.ok("read_file", {"path": ten_lines.name, "start_line": 2, "end_line": 9})
     assert result["line_range"] == [2, 5]
     assert result["truncated"] is True
-    assert "start_line=6" in result["note"]
+    assert "start_line=6" in result["hint"]
 
 
 @pytest.mark.parametrize(
@@ -488,8 +495,8 @@ def test_read_fifo_is_refused_without_blocking(tools: Tools, workspace: Path) ->
 
 def test_read_directory_hints_list_directory(tools: Tools, workspace: Path) -> None:
     (workspace / "sub").mkdir()
-    error = tools.fails("read_file", {"path": "sub"})
-    assert "directory" in error and "list_directory" in error
+    error, hint = tools.hint("read_file", {"path": "sub"})
+    assert "directory" in error and hint == "use list_directory"
 
 
 def test_read_honours_max_read_bytes(make_tools: MakeTools, workspace: Path) -> None:
@@ -671,8 +678,8 @@ def test_list_max_depth_below_1_is_an_error(tools: Tools) -> None:
 
 def test_list_a_file_is_an_error(tools: Tools, workspace: Path) -> None:
     (workspace / "file.txt").write_text("")
-    error = tools.fails("list_directory", {"path": "file.txt"})
-    assert "not a directory" in error and "read_file" in error
+    error, hint = tools.hint("list_directory", {"path": "file.txt"})
+    assert "not a directory" in error and "read_file" in hint
 
 
 def test_list_missing_directory_is_an_error(tools: Tools) -> None:
@@ -1013,8 +1020,8 @@ def tree(workspace: Path) -> Path:
 
 
 def test_delete_non_empty_directory_needs_recursive(tools: Tools, tree: Path) -> None:
-    error = tools.fails("delete_file", {"path": "tree"})
-    assert "recursive" in error
+    error, hint = tools.hint("delete_file", {"path": "tree"})
+    assert "not empty" in error and "recursive" in hint
     assert (tree / "sub" / "deeper" / "c.txt").exists()
 
 

@@ -50,7 +50,7 @@ def run_tool(
     try:
         return tool.run(ctx, arguments, paths)
     except ToolError as exc:
-        return failure(str(exc))
+        return failure(str(exc), exc.hint)
 
 
 def execute(

@@ -21,7 +21,14 @@ Result = dict[str, Any]
 
 
 class ToolError(Exception):
-    """An expected failure (missing file, too large, …): becomes `{"success": false, ...}`."""
+    """An expected failure (missing file, too large, …): becomes `{"success": false, ...}`.
+    `str(exc)` is what happened, in words for anyone; `hint`, what the model could do next
+    (`use list_directory`), goes to the model as the result's `hint` and is not shown to
+    the person (cli/outcomes.py)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 class Consent:
@@ -97,8 +104,8 @@ class Tool:
         }
 
 
-def failure(message: str, **extra: Any) -> Result:
-    return {"success": False, "error": message, **extra}
+def failure(message: str, hint: str = "", **extra: Any) -> Result:
+    return {"success": False, "error": message, **({"hint": hint} if hint else {}), **extra}
 
 
 def params(required: list[str], **properties: Mapping[str, Any]) -> dict[str, Any]:

@@ -54,7 +54,12 @@ _SIMILAR_SCAN = 20_000  # lines compared for "most similar" (quick ratio first)
 
 
 class EditFailed(Exception):
-    """The edit cannot be made as asked; the message says why and what to do."""
+    """The edit cannot be made as asked; the message says why, `hint` what the model could
+    do (for the model only, like ToolError's)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,9 @@ class _Span:
 def plan_edit(text: str, old: str, new: str, replace_all: bool = False) -> Edit:
     """The file's new text after replacing `old` with `new`; raises EditFailed."""
     if old == "":
-        raise EditFailed("old_string is empty; give the exact text to replace (read_file shows it)")
+        raise EditFailed(
+            "old_string is empty", hint="give the exact text to replace (read_file shows it)"
+        )
     if old == new:
         raise EditFailed("old_string and new_string are the same; nothing would change")
     crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
@@ -90,12 +97,12 @@ def plan_edit(text: str, old: str, new: str, replace_all: bool = False) -> Edit:
         if not spans:
             continue
         if len(spans) > 1 and not replace_all:
-            raise EditFailed(_ambiguous(text, spans, stage))
+            raise EditFailed(*_ambiguous(text, spans, stage))
         edit = _apply(text, spans, stage)
         if crlf:
             edit = Edit(edit.text.replace("\n", "\r\n"), *_fields(edit))
         return edit
-    raise EditFailed(_no_match(text, old))
+    raise EditFailed(*_no_match(text, old))
 
 
 def _fields(edit: Edit) -> tuple[int, tuple[int, int], int, int, str]:
@@ -250,29 +257,29 @@ def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
-def _ambiguous(text: str, spans: list[_Span], stage: str) -> str:
+def _ambiguous(text: str, spans: list[_Span], stage: str) -> tuple[str, str]:
     numbers = [str(_line_of(text, s.start)) for s in spans[:MAX_LOCATIONS]]
     more = f" and {len(spans) - MAX_LOCATIONS} more" if len(spans) > MAX_LOCATIONS else ""
     how = "" if stage == "exact" else f" (ignoring {stage})"
     return (
-        f"old_string matches {len(spans)} places{how}, at lines {', '.join(numbers)}{more}; "
-        "add surrounding lines to old_string to pick one, or set replace_all to change them all"
+        f"old_string matches {len(spans)} places{how}, at lines {', '.join(numbers)}{more}",
+        "add surrounding lines to old_string to pick one, or set replace_all to change them all",
     )
 
 
-def _no_match(text: str, old: str) -> str:
+def _no_match(text: str, old: str) -> tuple[str, str]:
+    """Why (for anyone) and, for the model, the most similar lines to copy from."""
     lines = text.split("\n")
     wanted = [line for line in old.split("\n") if line.strip()] or [old]
     at = _most_similar(lines, wanted[0].strip())
     if at is None:
-        return "old_string was not found in the file; read_file it again and copy the text exactly"
+        return "old_string was not found in the file", "read_file it again, copy the text exactly"
     count = min(max(len(wanted), 1), SIMILAR_LINES)
     quoted = "\n".join(f"{n + 1:>5}: {lines[n]}" for n in range(at, min(at + count, len(lines))))
     return (
-        "old_string was not found in the file (whitespace, quotes and dashes were forgiven "
-        "too). The most similar lines are:\n"
-        f"{quoted}\n"
-        "copy the text exactly from there (without the line numbers), or read_file it again"
+        "old_string was not found in the file (whitespace, quotes and dashes were forgiven too)",
+        f"the most similar lines are:\n{quoted}\n"
+        "copy the text exactly from there (without the line numbers), or read_file it again",
     )
 
 

@@ -55,12 +55,15 @@ def read_file(
             "line_range": None,
         }
     if fsops.is_binary(file.data):
-        raise ToolError(f"{shown} is a binary file; read it with encoding 'base64' if you must")
+        raise ToolError(
+            f"{shown} is a binary file", hint="read it with encoding 'base64' if you must"
+        )
     try:
         text = file.data.decode("utf-8" if encoding == "utf-8" else "latin-1")
     except UnicodeDecodeError as exc:
         raise ToolError(
-            f"{shown} is not valid UTF-8 (bad byte at offset {exc.start}); try encoding 'latin1'"
+            f"{shown} is not valid UTF-8 (bad byte at offset {exc.start})",
+            hint="try encoding 'latin1'",
         ) from None
     return {
         "success": True,
@@ -94,10 +97,8 @@ def _line_window(text: str, start: int | None, end: int | None, ctx: ToolContext
         "line_range": [first, last] if total else [0, 0],
     }
     if last < total and last < (end or total):
-        result["note"] = (
-            f"showing lines {first}-{last} of {total} (at most {cap} per call); "
-            f"call again with start_line={last + 1} for more"
-        )
+        result["note"] = f"showing lines {first}-{last} of {total} (at most {cap} per call)"
+        result["hint"] = f"call again with start_line={last + 1} for more"
     return result
 
 
@@ -129,7 +130,7 @@ def write_file(
         data = args["content"].encode("utf-8")
     except UnicodeEncodeError:
         raise ToolError(
-            "content holds invalid Unicode (a lone surrogate); send valid text"
+            "content holds invalid Unicode (a lone surrogate)", hint="send valid text"
         ) from None
     return _store(ctx, paths["path"], data, "write_file")
 
@@ -215,8 +216,9 @@ def edit_file(
     seen = ctx.memory.expected(path)
     if seen is None:
         raise ToolError(
-            f"read {shown} with read_file first: edit_file changes only a file you have read "
-            "in this conversation"
+            f"{shown} was not read in this conversation, and edit_file changes only a file "
+            "that was",
+            hint=f"read {shown} with read_file first",
         )
     try:
         edit = plan_edit(
@@ -227,18 +229,18 @@ def edit_file(
         )
     except EditFailed as exc:
         failures = ctx.edits.fail(path)
-        hint = ""
+        hint = exc.hint
         if failures >= 2:
-            hint = (
+            hint += (
                 f" (edit_file failed {failures} times on {shown} in this turn: if the change is "
                 "large or scattered, write_file the whole new content instead)"
             )
-        raise ToolError(f"{exc}{hint}") from None
+        raise ToolError(str(exc), hint.strip()) from None
     try:
         data = edit.text.encode("utf-8")
     except UnicodeEncodeError:
         raise ToolError(
-            "new_string holds invalid Unicode (a lone surrogate); send valid text"
+            "new_string holds invalid Unicode (a lone surrogate)", hint="send valid text"
         ) from None
     result = _store(ctx, checked, data, "edit_file")
     result.update(
@@ -257,8 +259,8 @@ def _current_text(ctx: ToolContext, checked: ResolvedPath, seen: Fingerprint) ->
     file = fsops.read(fsops.target(ctx, checked.real, checked.file), ctx.limits.max_write_bytes)
     if file.fingerprint != seen:
         raise fsops.Conflict(
-            f"{shown} changed on disk since you last read it (someone else edited it); "
-            "read_file it again and base your edit on what it holds now"
+            f"{shown} changed on disk since it was last read (someone else edited it)",
+            hint="read_file it again and base your edit on what it holds now",
         )
     if fsops.is_binary(file.data):
         raise ToolError(f"{shown} is a binary file; edit_file changes only text")
@@ -336,7 +338,9 @@ def delete_file(
             lose=ctx.consent.take(path),
         )
     except fsops.NotEmpty as exc:
-        raise ToolError(f"{exc}; pass recursive: true to delete it with everything in it") from None
+        raise ToolError(
+            str(exc), hint="pass recursive: true to delete it with everything in it"
+        ) from None
     finally:
         if slot and not any(slot.iterdir()):
             slot.rmdir()  # nothing was moved there

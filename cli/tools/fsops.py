@@ -605,7 +605,7 @@ def open_dir(target: Target, hint: str = "") -> Iterator[int]:
         if stat.S_ISLNK(mode):
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), name)
         if not stat.S_ISDIR(mode):
-            raise ToolError(f"{target.shown} is not a directory{hint}")
+            raise ToolError(f"{target.shown} is not a directory", hint)
         fd = os.open(name, _LIST_FLAGS, dir_fd=dir_fd)
     try:
         yield fd
@@ -667,8 +667,8 @@ def _require_regular(mode: int, shown: str) -> None:
         return
     if stat.S_ISLNK(mode):  # the checked path had none here: it changed
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), shown)
-    hint = "; use list_directory" if stat.S_ISDIR(mode) else ""
-    raise ToolError(f"{shown} is {describe_kind(mode)}, not a regular file{hint}")
+    hint = "use list_directory" if stat.S_ISDIR(mode) else ""
+    raise ToolError(f"{shown} is {describe_kind(mode)}, not a regular file", hint)
 
 
 def _read_capped(fd: int, shown: str, max_bytes: int) -> bytes:
@@ -714,8 +714,8 @@ def _write_at(
     if expect is not None and (old is None or Fingerprint.of(old) != expect):
         what = "was deleted" if old is None else "changed on disk"
         raise Conflict(
-            f"{shown} {what} since you last read it (someone else edited it); read it again "
-            "and base your change on what it holds now"
+            f"{shown} {what} since it was last read (someone else edited it)",
+            hint="read it again and base your change on what it holds now",
         )
     # The old permissions without set-id bits: the kernel drops those on any write, too.
     mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()

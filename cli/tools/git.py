@@ -175,7 +175,7 @@ def _run(git: _Git, args: Sequence[str], cap: int) -> _Output:
         )
     except OSError as exc:
         raise ToolError(
-            f"could not start git: {exc.strerror or exc}; check the git install"
+            f"could not start git: {exc.strerror or exc}", hint="check the git install"
         ) from None
     try:
         _limit_memory(proc.pid, git.memory_bytes)
@@ -232,8 +232,8 @@ def _wait(proc: subprocess.Popen[bytes], remaining: float) -> None:
 
 def _timed_out() -> ToolError:
     return ToolError(
-        f"git did not finish within {TIMEOUT_SECONDS} s and was stopped; "
-        "pass a smaller path (a subdirectory or one file)"
+        f"git did not finish within {TIMEOUT_SECONDS} s and was stopped",
+        hint="pass a smaller path (a subdirectory or one file)",
     )
 
 
@@ -264,16 +264,16 @@ def _find_git(path: str) -> str:
     program = shutil.which("git", path=path)
     if program is None:
         raise ToolError(
-            "git is not installed (no `git` on PATH); install git, or use list_directory "
-            "and read_file instead"
+            "git is not installed (no `git` on PATH)",
+            hint="use list_directory and read_file instead",
         )
     return program
 
 
 def _failure(what: str, output: _Output) -> ToolError:
     return ToolError(
-        f"git {what} failed: {_first_line(output.err) or f'exit status {output.code}'}; "
-        "these tools never fetch or write, run git yourself to see more"
+        f"git {what} failed: {_first_line(output.err) or f'exit status {output.code}'}",
+        hint="these tools never fetch or write; the user can run git to see more",
     )
 
 
@@ -305,7 +305,7 @@ def _open(ctx: ToolContext, paths: Mapping[str, ResolvedPath]) -> _Repo:
     cwd, spec = (target, ".") if os.path.isdir(target) else os.path.split(target)
     if not os.path.isdir(cwd):
         raise ToolError(
-            f"{ctx.show(target)} does not exist; pass a directory inside a git work tree"
+            f"{ctx.show(target)} does not exist", hint="pass a directory inside a git work tree"
         )
     env = _environment(ctx, cwd)
     memory = ctx.limits.command_memory_mb * 1024 * 1024
@@ -322,21 +322,26 @@ def _work_tree(git: _Git, shown: str) -> str:
     if "dubious ownership" in output.err:
         raise ToolError(
             f"git refuses the repository at {shown}: it belongs to another user (git's "
-            "safe.directory check); ask the user to run git there or to trust it themselves"
+            "safe.directory check)",
+            hint="ask the user to run git there or to trust it themselves",
         )
     lines = os.fsdecode(output.out).split("\n")
     if output.code != 0 and not any(s in output.err for s in _NOT_A_WORK_TREE):
         raise _failure("rev-parse", output)
     if output.code != 0 or lines[0] != "true":
         raise ToolError(
-            f"{shown} is not inside a git work tree; pass a path inside a repository's "
-            "working files (not a bare repository, not inside .git)"
+            f"{shown} is not inside a git work tree",
+            hint="pass a path inside a repository's working files (not a bare repository, "
+            "not inside .git)",
         )
     if len(lines) != 3 or lines[2] != "":
-        raise ToolError(f"the work tree above {shown} has a newline in its path; run git yourself")
+        raise ToolError(
+            f"the work tree above {shown} has a newline in its path",
+            hint="git_status and git_diff cannot work there; the user can run git",
+        )
     root = os.path.realpath(lines[1])
     if not is_within(os.path.realpath(git.cwd), root):
-        raise ToolError(f"{shown} is not inside a git work tree; pass a path inside one")
+        raise ToolError(f"{shown} is not inside a git work tree", hint="pass a path inside one")
     return root
 
 
@@ -352,12 +357,14 @@ def _check_git_dirs(ctx: ToolContext, git: _Git, root: str) -> None:
         place = os.path.realpath(raw)
         if ctx.hides(place):
             raise ToolError(
-                "this work tree's git dir is in a place the policy blocks; run git yourself"
+                "this work tree's git dir is in a place the policy blocks",
+                hint="git_status and git_diff cannot work there; the user can run git",
             )
         if not is_within(place, root) and ctx.roots and ctx.root_of(place) is None:
             raise ToolError(
                 f"this work tree's git dir {_text(place)} lies outside it and outside the allowed "
-                "directories; git_status and git_diff do not follow it, run git yourself"
+                "directories, where git_status and git_diff do not follow it",
+                hint="the user can run git there",
             )
 
 
@@ -377,7 +384,8 @@ def _without_filters(git: _Git) -> _Git:
     if output.capped or len(drivers) > MAX_FILTER_DRIVERS:
         raise ToolError(
             f"this repository's config defines more than {MAX_FILTER_DRIVERS} filter drivers, "
-            "which git_status and git_diff cannot all switch off; run git yourself"
+            "which git_status and git_diff cannot all switch off",
+            hint="the user can run git there",
         )
     pairs = [
         (f"filter.{name}.{key}", value)

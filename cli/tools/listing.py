@@ -26,7 +26,7 @@ def list_directory(
     extension = normalize_extension(args.get("filter_extension"))
     cap = ctx.limits.max_list_entries
     hidden = bool(args.get("include_hidden"))
-    with fsops.open_dir(fsops.target(ctx, path), "; use read_file for files") as top:
+    with fsops.open_dir(fsops.target(ctx, path), "use read_file for files") as top:
         walked = Walk(
             top, path, max_visits=cap, max_depth=depth, include_hidden=hidden, hides=ctx.hides
         )
@@ -44,8 +44,9 @@ def list_directory(
     if walked.over_cap:
         notes.append(
             f"stopped after looking at {walked.visited} entries (policy.limits.max_list_entries; "
-            "hidden and filtered-out ones count too); list a subdirectory or lower max_depth"
+            "hidden and filtered-out ones count too)"
         )
+        result["hint"] = "list a subdirectory or lower max_depth"
     if walked.too_deep:
         notes.append(f"directories deeper than {MAX_WALK_DEPTH} levels were not entered")
     if notes:

@@ -216,13 +216,15 @@ def _move(
     if there is not None:
         if not overwrite:
             raise ToolError(
-                f"{dst.shown} exists; set overwrite to replace it (it is kept for undo), or "
-                "choose another destination"
+                f"{dst.shown} exists",
+                hint="set overwrite to replace it (it is kept for undo), or choose another "
+                "destination",
             )
         if there == "directory":
             raise ToolError(
-                f"{dst.shown} is a directory, which is never replaced; to move into it, give "
-                f"the full new path ({dst.shown}/{os.path.basename(source)})"
+                f"{dst.shown} is a directory, which is never replaced",
+                hint="to move into it, give the full new path "
+                f"({dst.shown}/{os.path.basename(source)})",
             )
         if kind == "directory":
             raise ToolError(f"{dst.shown} is a {there}; a directory does not replace it")
@@ -270,8 +272,9 @@ def rename(src: fsops.Target, dst: fsops.Target) -> None:
 def _rename_error(exc: OSError, src: fsops.Target, dst: fsops.Target) -> ToolError:
     if exc.errno == errno.EXDEV:
         return ToolError(
-            f"{src.shown} and {dst.shown} are on different file systems; move_file only "
-            "renames: copy it with read_file/write_file and delete the original instead"
+            f"{src.shown} and {dst.shown} are on different file systems, and move_file only "
+            "renames",
+            hint="copy it with read_file/write_file and delete the original instead",
         )
     if exc.errno == errno.EEXIST:
         return ToolError(f"{dst.shown} appeared meanwhile; not overwritten")

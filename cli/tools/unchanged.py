@@ -64,7 +64,8 @@ def only(
     shown = ctx.show(checked.real) if checked is not None else "the file"
     return {
         "success": False,
-        "error": f"{shown} changed since it was checked; not written: call {tool} again",
+        "error": f"{shown} changed since it was checked; not written",
+        "hint": f"call {tool} again",
     }
 
 

@@ -31,7 +31,7 @@ from cli.tools.edits import EditFailed, plan_edit
 from cli.ui.cards import card_title
 from cli.ui.keys import KeyReader
 from cli.ui.layout import pack
-from cli.ui.text import sanitize, shorten
+from cli.ui.text import plural, sanitize, shorten
 
 # Each delete and each command is looked at on its own: never "yes to all" for these.
 NEVER_ALWAYS = frozenset({"delete_file", "run_command"})
@@ -232,7 +232,7 @@ def arguments(args: Mapping[str, Any]) -> list[Text]:
         label = f"  {sanitize(str(key))}: "
         if isinstance(value, str) and ("\n" in value or len(value) > LINE_CHARS):
             size = fsops.human_size(len(value.encode("utf-8", "replace")))
-            lines.append(Text(f"{label}{size}, {len(_rows(value))} lines"))
+            lines.append(Text(f"{label}{size}, {plural(len(_rows(value)), 'line')}"))
             lines += _numbered(value)
         else:
             text = value if isinstance(value, str) else repr(value)
@@ -261,7 +261,7 @@ def _write(target: ResolvedPath, content: str, cwd: str) -> list[Text]:
     lines = [_path_line(target, path, cwd)]
     new_size = fsops.human_size(len(content.encode("utf-8", "replace")))
     if not os.path.lexists(path):
-        lines.append(Text(f"  new file, {new_size}, {len(_rows(content))} lines"))
+        lines.append(Text(f"  new file, {new_size}, {plural(len(_rows(content)), 'line')}"))
         lines += _missing_parents(path, cwd)
         return lines + _numbered(content, PREVIEW_LINES)
     if os.path.isdir(path):
@@ -269,7 +269,7 @@ def _write(target: ResolvedPath, content: str, cwd: str) -> list[Text]:
     old, problem = _read_text(path, display_path(path, cwd))
     if old is None:
         lines.append(Text(f"  replaces the existing file: {problem}", "yellow"))
-        lines.append(Text(f"  new content, {new_size}, {len(_rows(content))} lines:"))
+        lines.append(Text(f"  new content, {new_size}, {plural(len(_rows(content)), 'line')}:"))
         return lines + _numbered(content, PREVIEW_LINES)
     old_size = fsops.human_size(len(old.encode("utf-8")))
     lines.append(Text(f"  replaces the existing file: {old_size} → {new_size}"))

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.cells import cell_len
 
+from cli.outcomes import BY_WORDS, spell
 from cli.ui.layout import pack
 from cli.ui.text import KEY_ARGUMENT, sanitize
 
@@ -22,20 +23,22 @@ def audit_row(number: int, record: Mapping[str, Any] | None, width: int | None =
         return f"line {number}: {NOT_A_RECORD}"
 
     def column(value: object, width: int) -> str:
+        """The value in `width` characters; cut, it ends in `…+N`, N being how many more."""
         text = sanitize(str(value))
-        return f"{text[: width - 1]}…" if len(text) > width else f"{text:<{width}}"
+        if len(text) <= width:
+            return f"{text:<{width}}"
+        cut = width - len(f"…+{len(text)}")
+        return f"{text[:cut]}…+{len(text) - cut}"
 
     tool = str(record.get("tool"))
     arguments = record.get("arguments")
     key = arguments.get(KEY_ARGUMENT.get(tool, ""), "") if isinstance(arguments, dict) else ""
     if isinstance(key, dict):  # summarised: size and hash
         key = f"<{key.get('bytes')} bytes>"
-    if record.get("decision") == "allow":
-        verdict = f"allow ({record.get('approved_by')})"
-    elif record.get("decision") == "deny":
-        verdict = f"deny ({record.get('rule')})"
-    else:
-        verdict = "undecided"
+    by, rule = str(record.get("approved_by")), str(record.get("rule"))
+    verdict = spell(str(record.get("outcome")), by=by, rule=rule)
+    if verdict == "failed" and by in BY_WORDS:  # who let it run matters in an audit
+        verdict = f"failed (allowed {BY_WORDS[by]})"
     duration = record.get("duration_ms")
     took = "-" if duration is None else f"{duration} ms"
     when = column(str(record.get("time", ""))[:19].replace("T", " "), 19)
@@ -46,14 +49,13 @@ def audit_row(number: int, record: Mapping[str, Any] | None, width: int | None =
             session,
             column(tool, 16),
             column(key, 48),
-            column(verdict, 22),
-            column(record.get("outcome"), 11),
+            column(verdict, 28),
             took,
         )
     )
     if width is None or cell_len(line) <= width:
         return line
     first = f"{when} {session} {sanitize(tool)}"
-    rest = [sanitize(str(key)), sanitize(verdict), sanitize(str(record.get("outcome"))), took]
+    rest = [sanitize(str(key)), sanitize(verdict), took]
     lines = [first[:width], *pack([r for r in rest if r], width, lead="    ")]
     return "\n".join(lines)

@@ -7,26 +7,32 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
+from cli import outcomes
 from cli.backends.messages import Stats, ToolCall
 from cli.events import ContextUse, ToolResult
 from cli.paths import display_path
 from cli.tools.fsops import human_size
-from cli.ui.text import call_summary, result_summary, sanitize, shorten
+from cli.ui.text import call_summary, plural, result_summary, sanitize, shorten_text
 
 FOLD_LINES = 8  # preview lines shown before "… N more lines"
 
 T = TypeVar("T")
 
 
-# status → (icon, colour, word). "running" shows a spinner in place of its icon.
+# status → (icon, colour, word). "running" shows a spinner in place of its icon. A call's
+# final card takes its outcome (cli/outcomes.py) as status, and the outcome's words.
 _STATUS: Mapping[str, tuple[str, str, str]] = {
     "waiting": ("⏳", "orange1", "waiting for confirmation"),
     "running": ("", "blue", "running"),
-    "done": ("✅", "green", "done"),
+    "allowed": ("✅", "green", "allowed"),
     "failed": ("❌", "red", "failed"),
+    "declined": ("🚫", "yellow", "declined"),
+    "denied": ("⛔", "red", "denied"),
+    "invalid": ("⚠️", "red", "invalid"),
     "cancelled": ("🚫", "grey50", "cancelled"),
 }
 _TOOL_ICONS: Mapping[str, str] = {
@@ -42,18 +48,13 @@ _TOOL_ICONS: Mapping[str, str] = {
     "git_status": "🌿",
     "git_diff": "🌿",
 }
-_APPROVED_BY: Mapping[str, str] = {
-    "policy": "allowed by policy",
-    "user": "approved by you",
-    "--yes": "approved by --yes",
-    "session": "approved for this session",
-}
 
 
-def card_title(call: ToolCall, status: str, detail: str = "") -> Text:
-    """`✅ 📄 read_file notes.txt · done · allowed by policy`: one line, in the status's
-    colour; `status` is waiting, running, done, failed or cancelled."""
-    icon, colour, word = _STATUS[status]
+def card_title(call: ToolCall, status: str, detail: str = "", word: str = "") -> Text:
+    """`✅ 📄 read_file notes.txt · allowed by policy · 3 ms`: one line, in the status's
+    colour; `status` is waiting, running, cancelled or an outcome (`word` spells it out)."""
+    icon, colour, default = _STATUS[status]
+    word = word or default
     title = Text(f"{icon} " if icon else "")
     title.append(f"{_TOOL_ICONS.get(call.name, '🔧')} ")
     title.append(sanitize(call.name) or "?", style=f"bold {colour}")
@@ -69,22 +70,18 @@ def card_title(call: ToolCall, status: str, detail: str = "") -> Text:
 def tool_card(event: ToolResult, cwd: str) -> Group:
     """The final card of a call: its title and a short preview of the result."""
     decided, result = event.decision, event.result
-    if not decided.allowed:
-        blocked = "blocked by policy" if decided.decision.action == "deny" else "not approved"
-        reason = Text(sanitize(shorten(decided.reason, 300)), style="grey50")
-        return Group(card_title(event.call, "cancelled", blocked), _indent(reason))
-    status = "done" if result.get("success") else "failed"
-    detail = " · ".join(
-        part
-        for part in (_APPROVED_BY.get(decided.approved_by, ""), _duration(event.duration))
-        if part
-    )
+    status = outcomes.outcome(decided, result)
+    word = outcomes.label(decided, result)
+    if not decided.allowed:  # declined, denied or invalid: why, in a person's words
+        why = Text(shorten_text(outcomes.detail(decided, result), 300), style="grey50")
+        return Group(card_title(event.call, status, word=word), _indent(why))
     lines = _PREVIEWS.get(event.call.name, _no_preview)(result, cwd)
     if status == "failed" and _shows_error(event.call.name, result):
-        lines.append(Text(sanitize(shorten(str(result.get("error", "failed")), 300)), style="red"))
+        lines.append(Text(shorten_text(outcomes.detail(decided, result), 300), style="red"))
     if result.get("note"):
-        lines.append(Text(sanitize(shorten(str(result["note"]), 300)), style="dim"))
-    return Group(card_title(event.call, status, detail), *(_indent(line) for line in lines))
+        lines.append(Text(shorten_text(str(result["note"]), 300), style="dim"))
+    title = card_title(event.call, status, _duration(event.duration), word=word)
+    return Group(title, *(_indent(line) for line in lines))
 
 
 def _shows_error(name: str, result: Mapping[str, Any]) -> bool:
@@ -92,9 +89,36 @@ def _shows_error(name: str, result: Mapping[str, Any]) -> bool:
     return name != "run_command" or "exitCode" not in result or bool(result.get("timedOut"))
 
 
-def _indent(line: Text) -> Text:
-    """Under the title, one screen row per line: long lines end in an ellipsis."""
-    return Text.assemble("   ", line, no_wrap=True, overflow="ellipsis")
+def _indent(line: Text) -> Row:
+    """Under the title, one screen row per line: a long line is cut, saying how much."""
+    return Row(Text.assemble("   ", line))
+
+
+class Row:
+    """A line that is cut to the width it is drawn in, ending in `… +N chars` (how much of
+    it is not shown), never wrapped."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        line = self.text.copy()
+        line.no_wrap = True
+        if line.cell_len <= width:
+            yield line
+            return
+        total = len(line.plain)
+        room = width - cell_len(f"… +{total} chars")  # the longest the count can be
+        if room < 8:  # too narrow to say: the ellipsis alone
+            shown = line.copy()
+            shown.truncate(width, overflow="ellipsis")
+            yield shown
+            return
+        shown = line.copy()
+        shown.truncate(room)
+        shown.append(f"… +{total - len(shown.plain)} chars", style="dim")
+        yield shown
 
 
 def _fold(items: Sequence[T], show: Callable[[T], Text], limit: int = FOLD_LINES) -> list[Text]:
@@ -136,7 +160,7 @@ def _read_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
         return Text.assemble((f"{number:>{width}} │ ", "dim"), sanitize(line, multiline=True))
 
     body = _fold(list(enumerate(lines, start=max(int(first), 1))), numbered)
-    footer = f"{size} · {result.get('lines')} lines · {result.get('encoding', 'utf-8')}"
+    footer = f"{size} · {plural(result.get('lines'), 'line')} · {result.get('encoding', 'utf-8')}"
     if result.get("truncated"):
         footer += f" · showing lines {first}-{last}"
     return [*body, Text(footer, style="dim")]

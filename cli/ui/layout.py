@@ -53,10 +53,15 @@ def pack(
 
 
 def _cut(text: str, cells: int) -> str:
-    """`text` in at most `cells` cells, ending in `…` when something was left out."""
+    """`text` in at most `cells` cells; cut, it ends in `…+N`, N being how many characters
+    were left out (in a room too small to say so, in `…` alone)."""
+    if cell_len(text) <= cells:
+        return text
+    counted = cells - cell_len(f"…+{len(text)}") >= 4  # room for some text and the count
+    fits = cells - cell_len(f"…+{len(text)}") if counted else cells - 1
     out = ""
     for char in text:
-        if cell_len(out + char) > cells - 1:
-            return out + "…"
+        if cell_len(out + char) > fits:
+            break
         out += char
-    return out
+    return out + (f"…+{len(text) - len(out)}" if counted else "…")

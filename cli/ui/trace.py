@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
 
+from cli import outcomes
 from cli.backends.messages import Stats
 from cli.events import (
     ContentDelta,
@@ -37,7 +38,7 @@ from cli.ui.keys import TypeAhead, terminal_fd
 from cli.ui.layout import terminal_width
 from cli.ui.live import Region, StatusLine, live_capable
 from cli.ui.render import MarkdownStream
-from cli.ui.text import call_summary, result_summary, sanitize
+from cli.ui.text import call_summary, result_summary, sanitize, shorten_text
 
 
 @dataclass
@@ -174,26 +175,26 @@ class RunTrace:
             pass  # one line per call, written when it is decided and done
         elif isinstance(event, ToolDecided):
             if not event.allowed:
-                self._line(event, "red", f"denied: {sanitize(event.reason)}")
+                self._line(event, shorten_text(outcomes.detail(event, {}), 160))
             else:
                 summary = call_summary(event.call, 40)
                 what = f"running {sanitize(event.call.name)}" + (f" {summary}" if summary else "")
                 self._status.expect(what, after=0, style="blue")
         elif isinstance(event, ToolResult):
+            decided = event.decision
             self.record.tool_calls.append(
                 {
                     "name": event.call.name,
                     "arguments": dict(event.call.arguments),
-                    "decision": "allow" if event.decision.allowed else "deny",
-                    "approved_by": event.decision.approved_by or None,
-                    "rule": event.decision.decision.rule,
+                    "outcome": outcomes.outcome(decided, event.result),
+                    "decision": "allow" if decided.allowed else "deny",
+                    "approved_by": decided.approved_by or None,
+                    "rule": outcomes.rule(decided),
                     "result": dict(event.result),
                 }
             )
-            if event.decision.allowed:
-                ok = bool(event.result.get("success"))
-                outcome = result_summary(event.call.name, event.result)
-                self._line(event.decision, "green" if ok else "red", outcome)
+            if decided.allowed:
+                self._line(decided, result_summary(event.call.name, event.result), event.result)
             self._status.expect(waiting)
         elif isinstance(event, StepFinished):
             self.record.steps = event.step
@@ -244,17 +245,18 @@ class RunTrace:
         """Text of the current step so far, for an interrupted or failed run."""
         return self._content
 
-    def _line(self, decided: ToolDecided, colour: str, outcome: str) -> None:
-        who = decided.approved_by or "denied"
-        verdict = {"policy": "allowed", "user": "approved", "--yes": "approved (--yes)"}.get(
-            who, who
-        )
-        if not decided.allowed:
-            verdict = "denied"
+    def _line(
+        self, decided: ToolDecided, what: str, result: Mapping[str, Any] | None = None
+    ) -> None:
+        """`→ read_file notes.txt · allowed by policy · 12 lines, 340 B`; the outcome's words
+        are cli/outcomes.py's, `what` is the result or the reason, already made safe."""
+        word = outcomes.outcome(decided, result or {})
+        colour = _COLOURS.get(word, "red")
         self.console.print(
             f"[bold]→ {escape(sanitize(decided.call.name))}[/] "
-            f"{escape(call_summary(decided.call))} · {verdict} · "
-            f"[{colour}]{escape(outcome)}[/]",
+            f"{escape(call_summary(decided.call))} · "
+            f"[{colour}]{escape(outcomes.label(decided, result))}[/]"
+            + (f" · {escape(what)}" if what else ""),
             highlight=False,
         )
 
@@ -262,6 +264,9 @@ class RunTrace:
         if self._in_thinking:
             self.console.print()
             self._in_thinking = False
+
+
+_COLOURS = {"allowed": "green", "declined": "yellow"}  # the rest in red
 
 
 def _same_terminal(a: object, b: object) -> bool:
