@@ -21,7 +21,11 @@ import typer
 from cli import __version__
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from cli.agent import Agent
     from cli.changes import ChangeStore
+    from cli.config import Config
     from cli.instructions import Instructions
     from cli.ui.trace import RunTrace
     from cli.wiring import Choices
@@ -127,6 +131,16 @@ ThinkLevelOpt = Annotated[
         metavar="LEVEL",
         help="Think at this level: low, medium, high or max (gpt-oss takes low, medium, high); "
         "implies --think.",
+    ),
+]
+
+McpConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mcp-config",
+        metavar="PATH",
+        help='Also use the MCP servers of this {"mcpServers": …} JSON file (Claude Desktop, '
+        "Gemini CLI, ollmcp) for this session.",
     ),
 ]
 
@@ -253,6 +267,7 @@ def run(
     think_level: ThinkLevelOpt = None,
     api: ApiOpt = None,
     no_instructions: NoInstructionsOpt = False,
+    mcp_config: McpConfigOpt = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -272,6 +287,7 @@ def run(
             max_steps,
             api=api,
             instructions=False if no_instructions else None,
+            mcp_config=mcp_config,
         )
         code = _run(terminal, prompt, yes, as_json, choices, verbose=verbose)
     raise typer.Exit(code)
@@ -289,12 +305,9 @@ def _run(
     from rich.console import Console
 
     from cli.approval import Approver, UnattendedApprover, refuse_without_terminal
-    from cli.audit import audited, session_log
-    from cli.events import Notice
     from cli.policy import Policy
     from cli.ui.approve import Consequences
     from cli.ui.confirm import LineApprover
-    from cli.ui.trace import RunRecord, RunTrace
     from cli.wiring import build_agent, load
 
     config = load(choices, terminal.environ)
@@ -319,6 +332,25 @@ def _run(
         home=terminal.home,
         approver=approver,
     )
+    try:
+        return _drive(terminal, agent, config, text, console, as_json, verbose)
+    finally:
+        agent.close()  # its MCP servers: stopped, whatever happened
+
+
+def _drive(
+    terminal: Terminal,
+    agent: Agent,
+    config: Config,
+    text: str,
+    console: Console,
+    as_json: bool,
+    verbose: bool,
+) -> int:
+    from cli.audit import audited, session_log
+    from cli.events import Notice
+    from cli.ui.trace import RunRecord, RunTrace
+
     record = RunRecord(model=agent.settings.model)
     trace = RunTrace(
         console,
@@ -439,6 +471,7 @@ def chat(
     think_level: ThinkLevelOpt = None,
     api: ApiOpt = None,
     no_instructions: NoInstructionsOpt = False,
+    mcp_config: McpConfigOpt = None,
     resume: Annotated[
         bool,
         typer.Option(
@@ -459,7 +492,13 @@ def chat(
 
         thinking = think_choice(think, think_level)
         choices = Choices(
-            model, host, config, thinking, api=api, instructions=False if no_instructions else None
+            model,
+            host,
+            config,
+            thinking,
+            api=api,
+            instructions=False if no_instructions else None,
+            mcp_config=mcp_config,
         )
         code = _chat(terminal, choices, resume, name)
     raise typer.Exit(code)
@@ -497,44 +536,45 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         home=terminal.home,
         approver=lambda _policy: approver,
     )
-    info = agent.model_info()  # fails here, with exit 1, if the server or model is missing
-    settings = agent.settings
-    console.print(
-        f"[bold]metona-agent[/] · {escape(sanitize(settings.model))} · "
-        f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
-        f"tools {'on' if agent.tools_on() else 'off'} · "
-        f"think {think_state(settings.think) if info.supports_thinking else 'off'}"
-        " [dim]· /help[/]",
-        highlight=False,
-    )
-    if info.note:  # what the backend had to assume about the model, said once
-        console.print(f"[yellow]note:[/] {escape(sanitize(info.note))}", highlight=False)
-    read = agent.instructions.summary()
-    if read:
-        console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
-    for note in agent.instructions.notes:
-        console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
-    renderer = ChatRenderer(
-        console,
-        cwd=agent.policy.cwd,
-        show_thinking=bool(settings.think),
-        model=settings.model,
-        keys=TypeAhead(terminal.stdin, terminal.stdout),
-    )
-    store = SessionStore(data_dir(terminal.environ) / "sessions")
-    session = ChatSession(
-        agent,
-        console,
-        renderer,
-        approver,
-        store,
-        history_file=state_dir(terminal.environ) / "history",
-        audit_log=session_log(terminal.environ, agent.policy.cwd),
-        max_sessions=config.agent.max_sessions,
-    )
-    if resume:
-        session.load(name)
-    return session.run()
+    with contextlib.closing(agent):  # its MCP servers: stopped at the end
+        info = agent.model_info()  # fails here, with exit 1, if the server or model is missing
+        settings = agent.settings
+        console.print(
+            f"[bold]metona-agent[/] · {escape(sanitize(settings.model))} · "
+            f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
+            f"tools {'on' if agent.tools_on() else 'off'} · "
+            f"think {think_state(settings.think) if info.supports_thinking else 'off'}"
+            " [dim]· /help[/]",
+            highlight=False,
+        )
+        if info.note:  # what the backend had to assume about the model, said once
+            console.print(f"[yellow]note:[/] {escape(sanitize(info.note))}", highlight=False)
+        read = agent.instructions.summary()
+        if read:
+            console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
+        for note in agent.instructions.notes:
+            console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
+        renderer = ChatRenderer(
+            console,
+            cwd=agent.policy.cwd,
+            show_thinking=bool(settings.think),
+            model=settings.model,
+            keys=TypeAhead(terminal.stdin, terminal.stdout),
+        )
+        store = SessionStore(data_dir(terminal.environ) / "sessions")
+        session = ChatSession(
+            agent,
+            console,
+            renderer,
+            approver,
+            store,
+            history_file=state_dir(terminal.environ) / "history",
+            audit_log=session_log(terminal.environ, agent.policy.cwd),
+            max_sessions=config.agent.max_sessions,
+        )
+        if resume:
+            session.load(name)
+        return session.run()
 
 
 # -- agent models ----------------------------------------------------------------------------
@@ -721,9 +761,11 @@ app.add_typer(audit_app)
 
 def _add_command_groups() -> None:
     from cli.app_config import config_app, init
+    from cli.app_mcp import mcp_app
     from cli.app_sessions import sessions_app
 
     app.add_typer(sessions_app)
+    app.add_typer(mcp_app)
     app.add_typer(config_app)
     app.command(
         "init",

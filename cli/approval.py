@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cli.backends.messages import ToolCall
+from cli.config import MCP_PREFIX
 from cli.policy import Decision
 
 
@@ -60,6 +62,15 @@ class UnattendedApprover:
         self.fallback = fallback
 
     def __call__(self, request: ApprovalRequest) -> Approval:
-        if request.call.name in self.unattended and request.decision.standing_yes_ok:
+        if self._listed(request.call.name) and request.decision.standing_yes_ok:
             return Approval(True, by="--yes")
         return self.fallback(request)
+
+    def _listed(self, name: str) -> bool:
+        """In policy.unattended: by name, or for an MCP tool by a `*` pattern there
+        (`mcp__time__*`); an MCP tool is never covered otherwise."""
+        if name in self.unattended:
+            return True
+        return name.startswith(MCP_PREFIX) and any(
+            p.startswith(MCP_PREFIX) and fnmatch.fnmatchcase(name, p) for p in self.unattended
+        )

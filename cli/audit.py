@@ -30,7 +30,7 @@ from typing import Any
 
 from cli import outcomes
 from cli.backends.messages import ToolCall
-from cli.config import state_dir
+from cli.config import MCP_PREFIX, state_dir
 from cli.events import Event, Notice, ToolCallProposed, ToolDecided, ToolResult
 from cli.outcomes import Outcome
 from cli.sensitive import names_secret
@@ -469,6 +469,9 @@ class AuditLog:
     ) -> dict[str, Any]:
         self.seq += 1
         decision = None if decided is None else "allow" if decided.allowed else "deny"
+        server = {}
+        if call.name.startswith(MCP_PREFIX):  # mcp__<server>__<tool>: which server it went to
+            server = {"server": redact(call.name[len(MCP_PREFIX) :].split("__", 1)[0])[:100]}
         return {
             "time": _iso(self.clock()),
             "session": self.session_id,
@@ -482,6 +485,7 @@ class AuditLog:
             "outcome": outcome,
             "error": redact(error)[:MAX_ERROR] if error else None,
             "duration_ms": None if duration is None else round(duration * 1000),
+            **server,
         }
 
     def _append(self, fields: dict[str, Any]) -> bool:

@@ -73,6 +73,15 @@ DEFAULT_COMMAND_DENY = (
 )
 
 
+MCP_PREFIX = "mcp__"
+_SERVER_NAME = re.compile(r"(?!.*__)[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
+
+
+def is_mcp_name(name: str) -> bool:
+    """`mcp__git__status`, or a pattern such as `mcp__git__*`: a policy key for MCP tools."""
+    return name.startswith(MCP_PREFIX) and len(name) > len(MCP_PREFIX)
+
+
 def _setting(default: Any, **meta: Any) -> Any:
     """A dataclass field whose default may be mutable, with validation metadata."""
     if isinstance(default, (list, dict)):
@@ -149,9 +158,9 @@ class PolicyConfig:
     execution_surfaces: list[str] = _setting([], glob=True)
     sensitive_patterns: list[str] = _setting([], regex=True)
     confirm: str = _setting("write-only", choices=CONFIRM_MODES)
-    tools: dict[str, str] = _setting({}, keys=TOOL_NAMES, choices=SETTINGS)
+    tools: dict[str, str] = _setting({}, keys=TOOL_NAMES, choices=SETTINGS, mcp_names=True)
     unattended: list[str] = _setting(
-        ["write_file", "edit_file", "create_directory"], choices=TOOL_NAMES
+        ["write_file", "edit_file", "create_directory"], choices=TOOL_NAMES, mcp_names=True
     )
     protected_patterns: list[str] = _setting([], regex=True)
     trash: bool = True
@@ -160,10 +169,42 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
+class McpToolsConfig:
+    include: list[str] = _setting([])  # fnmatch patterns of the server's tool names
+    exclude: list[str] = _setting([])
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server: `command` (and `args`, `env`, `cwd`) for stdio, or `url` (and
+    `headers`) for streamable HTTP. `${VAR}` in env and header values is read from our
+    environment."""
+
+    command: str = ""
+    args: list[str] = _setting([])
+    env: dict[str, str] = _setting({}, strings=True)
+    cwd: str = ""
+    url: str = ""
+    headers: dict[str, str] = _setting({}, strings=True)
+    enabled: bool = True
+    timeout: float = _setting(60.0, minimum=1)
+    startup_timeout: float = _setting(20.0, minimum=1)
+    tools: McpToolsConfig = field(default_factory=McpToolsConfig)
+    sandbox: str = _setting("off", choices=("bwrap", "landlock", "off"))
+    network: bool = False
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    servers: dict[str, McpServerConfig] = _setting({}, of=McpServerConfig)
+
+
+@dataclass(frozen=True)
 class Config:
     ollama: OllamaConfig = field(default_factory=OllamaConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
     source: str | None = field(default=None, compare=False)  # the file it came from
     # The line of every key the file set (dotted path as a tuple), for `agent config`.
     lines: Mapping[tuple[str, ...], int] = field(default_factory=dict, compare=False)
@@ -391,6 +432,18 @@ class _Builder:
             raise self.fail(path, f"expected one of {', '.join(choices)}; got {value!r}")
         return value
 
+    def server(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
+        if not _SERVER_NAME.fullmatch(path[-1]):
+            raise self.fail(path, "a server name is letters, digits, '-' and '_' (no '__')")
+        server = self.build(cls, data, path)
+        if bool(server.command) == bool(server.url):
+            raise self.fail(path, "give either `command` (stdio) or `url` (streamable HTTP)")
+        if server.url and not server.url.startswith(("http://", "https://")):
+            raise self.fail(
+                (*path, "url"), f"expected an http:// or https:// URL, got {server.url!r}"
+            )
+        return server
+
     def string_list(self, value: Any, path: tuple[str, ...], meta: Mapping[str, Any]) -> list[str]:
         if value is None:
             return []
@@ -400,7 +453,8 @@ class _Builder:
         for index, item in enumerate(value):
             if not isinstance(item, str):
                 raise self.fail(path, f"item {index + 1}: expected a string, got {_kind(item)}")
-            if meta.get("choices") and item not in meta["choices"]:
+            mcp = meta.get("mcp_names") and is_mcp_name(item)
+            if meta.get("choices") and item not in meta["choices"] and not mcp:
                 raise self.fail(path, f"item {item!r} is not one of {', '.join(meta['choices'])}")
             if meta.get("glob"):
                 why = sensitive.invalid([item])
@@ -427,9 +481,19 @@ class _Builder:
         if not isinstance(value, dict):
             raise self.fail(path, f"expected a mapping, got {_kind(value)}")
         keys, choices = meta.get("keys"), meta.get("choices")
+        if meta.get("of") is not None:  # mcp.servers: name → a server's settings
+            return {
+                str(k): self.server(meta["of"], item, (*path, str(k))) for k, item in value.items()
+            }
         for key, item in value.items():
-            if keys and key not in keys:
-                raise self.fail((*path, str(key)), f"unknown tool; known: {', '.join(keys)}")
+            if meta.get("strings") and not isinstance(item, str):
+                raise self.fail((*path, str(key)), f"expected a string, got {_kind(item)}")
+            if keys and key not in keys and not (meta.get("mcp_names") and is_mcp_name(str(key))):
+                raise self.fail(
+                    (*path, str(key)),
+                    f"unknown tool; known: {', '.join(keys)}, or an MCP tool (mcp__SERVER__TOOL, "
+                    "* allowed)",
+                )
             if choices and item not in choices:
                 raise self.fail(
                     (*path, str(key)), f"expected one of {', '.join(choices)}; got {item!r}"

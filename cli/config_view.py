@@ -61,6 +61,10 @@ def _leaves(node: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any
         value = getattr(node, field.name)
         if dataclasses.is_dataclass(value):
             out += _leaves(value, (*path, field.name))
+        elif isinstance(value, dict) and any(dataclasses.is_dataclass(v) for v in value.values()):
+            # mcp.servers: each server's settings as the YAML would write them
+            plain = {k: dataclasses.asdict(v) for k, v in value.items()}
+            out.append(((*path, field.name), plain))
         else:
             out.append(((*path, field.name), value))
     return out

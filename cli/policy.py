@@ -7,6 +7,7 @@ outside the allowed dirs → hard link, protected file → command rules → the
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,7 @@ from typing import Any, Literal
 
 from cli import sensitive
 from cli.commands import matches_allow
-from cli.config import APP_NAME, READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, PolicyConfig
+from cli.config import APP_NAME, READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, PolicyConfig, is_mcp_name
 from cli.paths import PathError, ResolvedPath, expand_user, is_within, resolve_path, root_of
 
 Action = Literal["allow", "ask", "deny"]
@@ -85,6 +86,7 @@ class Policy:
         files) elsewhere."""
         self.config = config
         self.home = home
+        self.mcp_tools: tuple[str, ...] = ()  # the MCP servers' tools offered now (wiring)
         self.cwd = os.path.realpath(cwd)
         self.allowed_dirs = tuple(
             dict.fromkeys(self._real(d) for d in config.allowed_dirs if d.strip())
@@ -125,7 +127,11 @@ class Policy:
 
     def setting(self, tool: str) -> Action:
         """The tool's own setting before any path or command rule: `tools` if set, else what
-        `confirm` implies; delete_file never goes below "ask" unless `tools` says allow."""
+        `confirm` implies; delete_file never goes below "ask" unless `tools` says allow.
+        An MCP tool: its own key in `tools`, else the longest `*` pattern that matches it
+        (`mcp__git__*`), else ask — whatever `confirm` says."""
+        if is_mcp_name(tool):
+            return self._mcp_setting(tool)
         explicit = self.config.tools.get(tool)
         if explicit in ("allow", "ask", "deny"):
             return explicit  # type: ignore[return-value]
@@ -140,12 +146,26 @@ class Policy:
         return "allow" if tool in READ_TOOLS else "ask"
 
     def enabled_tools(self) -> list[str]:
-        """The tools offered to the model: those whose setting is not deny."""
-        return [t for t in TOOL_NAMES if self.setting(t) != "deny"]
+        """The tools offered to the model: those whose setting is not deny (the MCP servers'
+        tools after ours)."""
+        names = [*TOOL_NAMES, *self.mcp_tools]
+        return [t for t in names if self.setting(t) != "deny"]
+
+    def _mcp_setting(self, tool: str) -> Action:
+        explicit = self.config.tools.get(tool)
+        if explicit in ("allow", "ask", "deny"):
+            return explicit  # type: ignore[return-value]
+        patterns = [p for p in self.config.tools if "*" in p or "?" in p or "[" in p]
+        for pattern in sorted(patterns, key=len, reverse=True):
+            if is_mcp_name(pattern) and fnmatch.fnmatchcase(tool, pattern):
+                return self.config.tools[pattern]  # type: ignore[return-value]
+        return "ask"
 
     # -- decisions ------------------------------------------------------------------------
 
     def decide(self, tool: str, arguments: Mapping[str, Any]) -> Decision:
+        if tool in self.mcp_tools:
+            return self._mcp_decision(tool)
         if tool not in TOOL_NAMES:
             valid = ", ".join(self.enabled_tools()) or "none"
             return Decision(
@@ -193,6 +213,18 @@ class Policy:
         if setting == "allow":
             return Decision("allow", "allowed by policy", "setting", paths=paths)
         return Decision("ask", self._ask_reason(tool), "setting", paths=paths)
+
+    def _mcp_decision(self, tool: str) -> Decision:
+        """An MCP tool's arguments are the server's business: no path in them is read as
+        one (the card says so), only the tool's setting decides."""
+        setting = self.setting(tool)
+        if setting == "deny":
+            return Decision(
+                "deny", f"tool '{tool}' is not enabled in this agent's policy", "disabled"
+            )
+        if setting == "allow":
+            return Decision("allow", f"policy.tools allows {tool}", "setting")
+        return Decision("ask", "MCP tools are confirmed unless policy.tools allows them", "mcp")
 
     def is_allowed(self, path: ResolvedPath) -> bool:
         """Inside an allowed dir both where the data is (symlinks resolved) and where the

@@ -570,7 +570,7 @@ def spawn(launch: Launch) -> subprocess.Popen[bytes]:
     stdin and piped output. The plan goes through a file descriptor, not argv: an argv
     string is capped at 128 KiB, and a large home dir makes many Landlock rules."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
-    fd = _plan_fd(launch.plan.encode())
+    fd = plan_fd(launch.plan.encode())
     try:
         return subprocess.Popen(
             [sys.executable, "-I", "-S", script, str(fd), "--", *launch.argv],
@@ -586,7 +586,7 @@ def spawn(launch: Launch) -> subprocess.Popen[bytes]:
         os.close(fd)
 
 
-def _plan_fd(data: bytes) -> int:
+def plan_fd(data: bytes) -> int:
     """A descriptor to read `data` from: a memfd on Linux, an unlinked temp file elsewhere."""
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("metona-agent-plan", os.MFD_CLOEXEC)

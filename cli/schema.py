@@ -24,12 +24,23 @@ class SchemaError(ValueError):
     """The arguments do not fit the tool's schema."""
 
 
-def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the arguments, checked, with optional nulls dropped; raise SchemaError."""
-    properties: Mapping[str, Any] = schema.get("properties", {})
-    required = list(schema.get("required", []))
+def validate_arguments(
+    arguments: Mapping[str, Any], schema: Mapping[str, Any], *, strict: bool = True
+) -> dict[str, Any]:
+    """Return the arguments, checked, with optional nulls dropped; raise SchemaError.
+    `strict`: an argument the schema does not name is an error (our own tools); otherwise
+    (an MCP server's schema, unless it says `additionalProperties: false`) it passes as it
+    is. Keywords this checker does not know are ignored."""
+    properties = schema.get("properties", {})
+    if not isinstance(properties, Mapping):
+        properties = {}
+    required = [r for r in schema.get("required", []) or [] if isinstance(r, str)]
+    strict = strict or schema.get("additionalProperties") is False
     cleaned: dict[str, Any] = {}
     for name, value in arguments.items():
+        if name not in properties and not strict:
+            cleaned[name] = value
+            continue
         if name not in properties:
             raise SchemaError(
                 f"unexpected argument '{name}'; this tool takes: {', '.join(properties)}"
@@ -45,14 +56,23 @@ def validate_arguments(arguments: Mapping[str, Any], schema: Mapping[str, Any]) 
     return cleaned
 
 
-def _check(value: Any, schema: Mapping[str, Any], name: str) -> Any:
+def _check(value: Any, schema: Any, name: str) -> Any:
+    if not isinstance(schema, Mapping):
+        return value  # `true` or something odd: anything goes
     expected = schema.get("type")
-    if expected:
+    if isinstance(expected, list):  # ["string", "null"]: any of them
+        kinds = [k for k in expected if isinstance(k, str)]
+        if kinds and not any(_is_type(_coerce_whole_float(value, k), k) for k in kinds):
+            raise SchemaError(
+                f"'{name}' must be one of types {', '.join(kinds)}, got {_describe(value)}"
+            )
+        expected = None
+    if isinstance(expected, str) and expected:
         value = _coerce_whole_float(value, expected)
         if not _is_type(value, expected):
             raise SchemaError(f"'{name}' must be {_article(expected)}, got {_describe(value)}")
     enum = schema.get("enum")
-    if enum is not None and value not in enum:
+    if isinstance(enum, list) and value not in enum:
         choices = ", ".join(repr(e) for e in enum)
         raise SchemaError(f"'{name}' must be one of {choices}, got {_describe(value)}")
     if expected == "array" and "items" in schema:
@@ -61,6 +81,8 @@ def _check(value: Any, schema: Mapping[str, Any], name: str) -> Any:
 
 
 def _is_type(value: Any, expected: str) -> bool:
+    if expected == "null":
+        return value is None
     if isinstance(value, bool) and expected in ("integer", "number"):
         return False  # JSON true is not 1
     return isinstance(value, _TYPES.get(expected, (object,)))

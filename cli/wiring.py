@@ -8,6 +8,7 @@ import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
+from typing import TYPE_CHECKING
 
 from cli.agent import Agent, AgentSettings
 from cli.approval import Approver
@@ -33,6 +34,9 @@ from cli.prompt import Surroundings
 from cli.sandbox import SandboxSpec
 from cli.tools import ToolContext
 
+if TYPE_CHECKING:
+    from cli.mcp.servers import McpServers
+
 
 @dataclass(frozen=True)
 class Choices:
@@ -45,6 +49,7 @@ class Choices:
     max_steps: int | None = None
     api: str | None = None  # native | openai
     instructions: bool | None = None  # False: --no-instructions
+    mcp_config: str | None = None  # --mcp-config: a {"mcpServers": …} JSON file for this session
 
 
 def load(choices: Choices, environ: Mapping[str, str]) -> Config:
@@ -63,17 +68,7 @@ def build_agent(
     """The agent for these choices. `approver` gets the policy, since some approvers (the
     REPL's) show what it decided."""
     client = build_backend(choices, config, environ)
-    private = [str(state_dir(environ)), str(data_dir(environ))]
-    policy = Policy(
-        config.policy,
-        cwd,
-        home,
-        config_path=config.source,
-        private_dirs=private,
-        config_dirs=config_locations(environ),
-        path_var=environ.get("PATH", ""),
-        xdg=environ,
-    )
+    policy = build_policy(config, environ, cwd, home)
     instructions = _instructions(choices, config, environ, policy, home)
     settings = AgentSettings(
         model=choices.model or config.ollama.model,
@@ -93,14 +88,7 @@ def build_agent(
         hides=policy.hides,
         environ=dict(environ),
         roots=policy.allowed_dirs,
-        sandbox=SandboxSpec(
-            config.policy.commands.sandbox,
-            policy.allowed_dirs,
-            policy.blocked_dirs,
-            home,
-            policy.classes,
-            config.policy.limits.sandbox_scan_entries,
-        ),
+        sandbox=sandbox_spec(config, policy, home),
         changes=change_store(config, environ),
         trash=config.policy.trash,
     )
@@ -112,7 +100,59 @@ def build_agent(
     )
     agent = Agent(client, policy, approver(policy), context, settings, surroundings)
     agent.instructions = instructions
+    agent.mcp = start_mcp(choices, config, environ, policy, sandbox_spec(config, policy, home))
     return agent
+
+
+def build_policy(config: Config, environ: Mapping[str, str], cwd: str, home: str) -> Policy:
+    private = [str(state_dir(environ)), str(data_dir(environ))]
+    return Policy(
+        config.policy,
+        cwd,
+        home,
+        config_path=config.source,
+        private_dirs=private,
+        config_dirs=config_locations(environ),
+        path_var=environ.get("PATH", ""),
+        xdg=environ,
+    )
+
+
+def sandbox_spec(config: Config, policy: Policy, home: str) -> SandboxSpec:
+    """run_command's sandbox, which an MCP server with `sandbox:` gets too."""
+    return SandboxSpec(
+        config.policy.commands.sandbox,
+        policy.allowed_dirs,
+        policy.blocked_dirs,
+        home,
+        policy.classes,
+        config.policy.limits.sandbox_scan_entries,
+    )
+
+
+def start_mcp(
+    choices: Choices,
+    config: Config,
+    environ: Mapping[str, str],
+    policy: Policy,
+    spec: SandboxSpec,
+) -> McpServers | None:
+    """The configured MCP servers (and --mcp-config's), started now, in parallel: by the
+    first model request, which waits for them, most are up."""
+    servers = dict(config.mcp.servers)
+    if choices.mcp_config:
+        from cli.mcp.importing import load_json_servers
+
+        servers.update(load_json_servers(choices.mcp_config))
+    if not servers:
+        return None
+    from cli.mcp.servers import McpServers
+
+    mcp = McpServers(
+        servers, environ=environ, cwd=policy.cwd, log_dir=state_dir(environ) / "mcp", sandbox=spec
+    )
+    mcp.start()
+    return mcp
 
 
 def _instructions(

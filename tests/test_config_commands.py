@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 from cli.config import Config, parse_config
@@ -87,8 +90,15 @@ def test_agent_alone_prints_help_and_exits_0(run_cli: RunCli) -> None:
 def test_shell_completion_is_offered(run_cli: RunCli) -> None:
     help_text = run_cli("--help").stdout
     assert "--install-completion" in help_text and "--show-completion" in help_text
-    r = run_cli("--show-completion", "bash")
-    assert r.code == 0 and "_agent_completion" in r.stdout
+    # typer reads the shell from the process tree (shellingham), so the agent runs under a
+    # bash here, whatever runs the tests; "; true" keeps bash from exec-ing it away.
+    out = subprocess.run(
+        ["bash", "-c", f"{shlex.quote(sys.executable)} -m cli --show-completion; true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "_agent_completion" in out.stdout, out.stderr
 
 
 def test_help_texts_use_one_placeholder_style(run_cli: RunCli) -> None:

@@ -10,6 +10,7 @@ sequence or a `[bold]` must not change what the user sees. What is cut is always
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import stat
 from collections.abc import Collection, Iterator, Mapping
@@ -23,6 +24,7 @@ from rich.text import Text
 from cli import sandbox
 from cli.approval import Approval, ApprovalRequest
 from cli.backends.messages import ToolCall
+from cli.config import MCP_PREFIX
 from cli.guards import StepLimitAnswer
 from cli.paths import ResolvedPath, display_path
 from cli.tools import fsops
@@ -37,6 +39,7 @@ from cli.ui.text import plural, sanitize, shorten
 NEVER_ALWAYS = frozenset({"delete_file", "run_command"})
 PREVIEW_LINES = 20  # first lines of a new file
 DIFF_LINES = 80  # diff lines shown before cutting
+MCP_ARGUMENT_LINES = 40  # lines of an MCP call's pretty-printed arguments
 TREE_ENTRIES = 30  # entries of a recursive delete shown before cutting
 LINE_CHARS = 400  # one shown line of content; longer ones say how much is cut
 MAX_DIFF_BYTES = 1024 * 1024  # read at most this much of the old file; diff at most this much
@@ -220,6 +223,8 @@ def describe(
         where = paths["cwd"].real if "cwd" in paths else cwd
         lines = [*_command(str(args.get("command", "")), where, cwd), then.sandbox_line()]
         return lines, {"command", "cwd"}
+    if name.startswith(MCP_PREFIX):
+        return _mcp(name, args), set(args)
     # Reads (inside or outside the allowed dirs) and anything else: the resolved paths here,
     # every other argument as it came.
     return [_path_line(t, t.real, cwd) for t in paths.values()], set(paths)
@@ -241,6 +246,29 @@ def arguments(args: Mapping[str, Any]) -> list[Text]:
 
 
 # -- what each tool will do ------------------------------------------------------------------
+
+
+def _mcp(name: str, args: Mapping[str, Any]) -> list[Text]:
+    """An MCP call: which server and tool, every argument as pretty JSON (sanitised, long
+    ones folded), and that nothing in them is checked as a path here."""
+    server, _, tool = name.removeprefix(MCP_PREFIX).partition("__")
+    lines = [
+        Text.assemble("  MCP server: ", (sanitize(server), "bold"), "  tool: ", sanitize(tool)),
+        Text(
+            "  its arguments are the server's to interpret: paths in them are not checked "
+            "against this agent's policy (the server's own limits apply)",
+            "yellow",
+        ),
+    ]
+    if not args:
+        return [*lines, Text("  (no arguments)", "dim")]
+    pretty = json.dumps(dict(args), indent=2, ensure_ascii=False, default=str)
+    rows = pretty.split("\n")
+    shown = rows[:MCP_ARGUMENT_LINES]
+    lines += [Text("  " + sanitize(shorten(row, LINE_CHARS))) for row in shown]
+    if len(rows) > len(shown):
+        lines.append(Text(f"  … {len(rows) - len(shown)} more lines not shown", "dim"))
+    return lines
 
 
 def _path_line(target: ResolvedPath, path: str, cwd: str) -> Text:

@@ -357,6 +357,18 @@ def _tools(session: ChatSession, _argument: str) -> bool:
     return True
 
 
+def _mcp(session: ChatSession, _argument: str) -> bool:
+    from cli.ui.mcp_view import status_lines
+
+    servers = session.agent.mcp
+    if servers is None:
+        session.say("no MCP servers configured (mcp.servers in the config, or --mcp-config)", "dim")
+        return True
+    for line in status_lines(servers.status()):
+        session.say(line)
+    return True
+
+
 def think_state(think: bool | str) -> str:
     """on, off, or the level."""
     if isinstance(think, str):
@@ -402,7 +414,8 @@ def _save(session: ChatSession, argument: str) -> bool:
 def _load(session: ChatSession, argument: str) -> bool:
     if not argument:
         names = session.store.names()
-        session.say("usage: /load NAME; saved: " + (", ".join(names[:20]) or "none"))
+        more = f" and {len(names) - 20} more (agent sessions lists them)" if len(names) > 20 else ""
+        session.say("usage: /load NAME; saved: " + (", ".join(names[:20]) or "none") + more)
         return True
     session.load(argument)
     return True
@@ -472,6 +485,7 @@ COMMANDS: dict[str, Command] = {
     "/model": Command("/model [NAME]", "show or switch the model", _model),
     "/models": Command("/models", "the server's models", _models),
     "/tools": Command("/tools", "each tool and what the policy does with it", _tools),
+    "/mcp": Command("/mcp", "the MCP servers: status, protocol version, tools", _mcp),
     "/think": Command(
         "/think on|off|LEVEL", "let the model think (LEVEL: low … max), and show it", _think
     ),

@@ -1,0 +1,143 @@
+"""The de facto `{"mcpServers": {...}}` JSON (Claude Desktop, Claude Code, ollmcp, Gemini CLI,
+Cursor) as our `mcp.servers`: YAML for `agent mcp import`, servers for `--mcp-config`.
+
+Fields read: `command`, `args`, `env`, `cwd` (stdio); `url`, `httpUrl`, `serverUrl`,
+`headers` (streamable HTTP); `disabled`, `timeout` (Gemini CLI's, in milliseconds),
+`includeTools`, `excludeTools`. The legacy HTTP+SSE transport (`"type": "sse"`) is not
+spoken: such a server is left out, saying so.
+
+`agent mcp import` writes no secret into the YAML: an `env` value under a name that says
+credential (`GITHUB_TOKEN`, `API_KEY`…) and an `Authorization` header become `${NAME}`
+references to the environment, with a comment naming the variables to set. `--mcp-config`
+uses the file as it is: it is the user's own file, for one session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cli import sensitive
+from cli.config import McpServerConfig, parse_config
+from cli.errors import ConfigError, UsageError
+
+_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def read_json(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise UsageError(f'{path}: expected a JSON object with "mcpServers": {{name: server}}')
+    return servers
+
+
+def server_name(name: str) -> str:
+    """A name our config takes: letters, digits, - and _, no "__", at most 40 long."""
+    cleaned = _NAME.sub("-", name).strip("-_") or "server"
+    return re.sub("_{2,}", "_", cleaned)[:40]
+
+
+def convert(
+    servers: dict[str, Any], *, keep_secrets: bool
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Our `mcp.servers` as plain data, and the notes to tell (left out, variables to set)."""
+    out: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    for raw_name, entry in servers.items():
+        name = server_name(str(raw_name))
+        if not isinstance(entry, dict):
+            notes.append(f"{raw_name}: left out (not an object)")
+            continue
+        kind = str(entry.get("type") or entry.get("transport") or "").lower()
+        url = entry.get("httpUrl") or entry.get("url") or entry.get("serverUrl")
+        if kind == "sse":
+            notes.append(f"{raw_name}: left out (the legacy SSE transport is not supported)")
+            continue
+        server: dict[str, Any] = {}
+        if entry.get("command"):
+            server["command"] = str(entry["command"])
+            if entry.get("args"):
+                server["args"] = [str(a) for a in entry["args"]]
+            if isinstance(entry.get("env"), dict) and entry["env"]:
+                server["env"] = _values(name, entry["env"], keep_secrets, notes, header=False)
+            if entry.get("cwd"):
+                server["cwd"] = str(entry["cwd"])
+        elif isinstance(url, str) and url:
+            server["url"] = url
+            if isinstance(entry.get("headers"), dict) and entry["headers"]:
+                server["headers"] = _values(name, entry["headers"], keep_secrets, notes, True)
+        else:
+            notes.append(f"{raw_name}: left out (neither a command nor a URL)")
+            continue
+        if entry.get("disabled") is True:
+            server["enabled"] = False
+        timeout = entry.get("timeout")
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
+            server["timeout"] = max(1.0, timeout / 1000)  # Gemini CLI's are milliseconds
+        tools = {
+            key: [str(t) for t in entry[field]]
+            for key, field in (("include", "includeTools"), ("exclude", "excludeTools"))
+            if isinstance(entry.get(field), list) and entry[field]
+        }
+        if tools:
+            server["tools"] = tools
+        if name in out:
+            notes.append(f"{raw_name}: left out (its name is taken as {name})")
+            continue
+        out[name] = server
+    return out, notes
+
+
+def _values(
+    server: str, values: dict[str, Any], keep: bool, notes: list[str], header: bool
+) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        text = str(value)
+        secret = sensitive.names_secret(str(key)) or (
+            header and str(key).lower() in ("authorization", "proxy-authorization", "cookie")
+        )
+        if keep or not secret or "${" in text:
+            out[str(key)] = text
+            continue
+        variable = re.sub(r"[^A-Z0-9_]", "_", (f"{server}_{key}" if header else str(key)).upper())
+        scheme = text.split(" ", 1)[0] + " " if header and " " in text else ""
+        out[str(key)] = f"{scheme}${{{variable}}}"
+        notes.append(f"{server}: set ${variable} in the environment (its value is not copied)")
+    return out
+
+
+def to_yaml(path: str) -> str:
+    """`agent mcp import FILE`: the YAML to paste into the config, comments first."""
+    servers, notes = convert(read_json(path), keep_secrets=False)
+    lines = [f"# MCP servers imported from {path}"]
+    lines += [f"# {note}" for note in notes]
+    body = yaml.safe_dump({"mcp": {"servers": servers}}, sort_keys=False, allow_unicode=True)
+    return "\n".join(lines) + "\n" + body
+
+
+def load_json_servers(path: str) -> dict[str, McpServerConfig]:
+    """`--mcp-config FILE`: the servers, checked as the YAML's would be."""
+    servers, notes = convert(read_json(path), keep_secrets=True)
+    skipped = [n for n in notes if "left out" in n]
+    if skipped:
+        raise UsageError(f"--mcp-config {path}: {skipped[0]}")
+    text = yaml.safe_dump({"mcp": {"servers": servers}}, sort_keys=False)
+    try:
+        return dict(parse_config(text, path).mcp.servers)
+    except ConfigError as exc:
+        raise UsageError(str(exc).replace("config ", "--mcp-config ", 1)) from None

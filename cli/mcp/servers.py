@@ -1,0 +1,377 @@
+"""The MCP servers of one `agent run` or `agent chat`: started in parallel, their tools
+offered as `mcp__<server>__<tool>`, each call sent to its server (which is restarted once if
+it crashed), all of them stopped at the end.
+
+A server that fails to start is reported in one line and its tools are left out; the rest
+works. Path-like arguments are not interpreted here: what a server touches is its own
+business (and its sandbox's, with `sandbox:`); the policy decides per tool name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from cli.config import MCP_PREFIX, McpServerConfig
+from cli.mcp import protocol
+from cli.mcp.client import Client
+from cli.mcp.protocol import McpError
+from cli.mcp.transport import Http, Stdio, Transport
+from cli.sandbox import SandboxSpec
+
+MAX_NAME = 64  # what Ollama and OpenAI-compatible servers accept as a tool name
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# What a server's process gets from our environment (then its own `env` on top): enough to
+# find programs and run them, no tokens of ours.
+ENV_ALLOWLIST = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR")
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One tool as the model sees it, and where it goes."""
+
+    name: str  # mcp__server__tool, at most 64 characters, unique
+    server: str
+    tool: str  # the server's own name for it
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass
+class Server:
+    name: str
+    config: McpServerConfig
+    status: str = "starting"  # starting | ready | failed | disabled
+    error: str = ""
+    version: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    client: Client | None = None
+    restarted: bool = False
+    thread: threading.Thread | None = None
+    started_at: float = 0.0
+
+
+def expand(value: str, environ: Mapping[str, str]) -> str:
+    """`${NAME}` from our environment; a variable that is not set is an error (a missing
+    token should say so, not send an empty header)."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise McpError(f"${{{name}}} is not set in the environment")
+        return environ[name]
+
+    return _VARIABLE.sub(one, value)
+
+
+def server_environment(config: McpServerConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
+    env.setdefault("PATH", os.defpath)
+    env.update({k: expand(v, environ) for k, v in config.env.items()})
+    return env
+
+
+def tool_names(server: str, tools: list[str], taken: set[str]) -> dict[str, str]:
+    """The server's tool names → ours: `mcp__server__tool` with characters the servers of
+    models refuse replaced by `_`, cut to 64 and kept unique (a cut name ends in a short
+    hash of the whole)."""
+    names: dict[str, str] = {}
+    for tool in tools:
+        name = _UNSAFE_NAME.sub("_", f"{MCP_PREFIX}{server}__{tool}")
+        if len(name) > MAX_NAME or name in taken:
+            digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+            name = f"{name[: MAX_NAME - 9]}_{digest}"
+        taken.add(name)
+        names[tool] = name
+    return names
+
+
+def wanted(config: McpServerConfig, tool: str) -> bool:
+    include, exclude = config.tools.include, config.tools.exclude
+    if include and not any(fnmatch.fnmatchcase(tool, p) for p in include):
+        return False
+    return not any(fnmatch.fnmatchcase(tool, p) for p in exclude)
+
+
+def confined(
+    config: McpServerConfig, argv: list[str], env: dict[str, str], cwd: str, spec: SandboxSpec
+) -> tuple[list[str], tuple[int, ...]]:
+    """The argv that starts a stdio server as its `sandbox` says, and the descriptors it
+    needs: bubblewrap as for run_command (the root read-only, the allowed dirs writable,
+    secrets hidden, private /tmp; no network unless `network: true`), or Landlock (writes
+    only beneath the allowed dirs; no sockets but AF_UNIX, so no `network`)."""
+    kind = config.sandbox
+    if kind == "off":
+        return argv, ()
+    from cli import sandbox
+
+    program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
+    spec = dataclasses.replace(spec, mode=kind)
+    if kind == "bwrap":
+        problem = sandbox.bwrap_problem()
+        if problem:
+            raise McpError(f"sandbox: bwrap cannot run here ({problem})")
+        inner = {**env, "TMPDIR": "/tmp"}
+        bwrap = sandbox.bwrap_argv(sandbox.bwrap_path() or "bwrap", spec, cwd, inner, 1 << 30)
+        if config.network:
+            bwrap.insert(bwrap.index("--unshare-all") + 1, "--share-net")
+        return [*bwrap, program, *argv[1:]], ()
+    if config.network:
+        raise McpError("network: true needs sandbox: bwrap (Landlock's filter allows no sockets)")
+    problem = sandbox.landlock_problem()
+    if problem:
+        raise McpError(f"sandbox: landlock cannot run here ({problem})")
+    scratch = tempfile.mkdtemp(prefix="metona-agent-mcp-")
+    inner = {**env, "TMPDIR": scratch}
+    plan = {
+        "env": inner,
+        "parent": os.getpid(),
+        "rlimits": {},
+        "landlock": {"rules": sandbox.landlock_rules(spec, scratch)},
+    }
+    fd = sandbox.plan_fd(json.dumps(plan).encode())
+    os.set_inheritable(fd, True)
+    script = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "landlock.py"
+    )
+    return [sys.executable, "-I", "-S", script, str(fd), "--", program, *argv[1:]], (fd,)
+
+
+class McpServers:
+    """Every configured server; thread-safe enough for one loop plus the start-up threads."""
+
+    def __init__(
+        self,
+        configs: Mapping[str, McpServerConfig],
+        *,
+        environ: Mapping[str, str],
+        cwd: str,
+        log_dir: Path,
+        http_session: Callable[[], Any] | None = None,
+        sandbox: SandboxSpec | None = None,
+    ) -> None:
+        """`sandbox`: what a server with `sandbox: bwrap | landlock` is confined by — the
+        same spec as run_command's (writable: the allowed dirs; secrets hidden)."""
+        self.environ = dict(environ)
+        self.cwd = cwd
+        self.log_dir = log_dir
+        self.servers = {name: Server(name, cfg) for name, cfg in configs.items()}
+        for server in self.servers.values():
+            if not server.config.enabled:
+                server.status = "disabled"
+        self._http_session = http_session
+        self._sandbox = sandbox
+        self._logs: list[IO[bytes]] = []
+        self._lock = threading.Lock()
+        self._tools: dict[str, McpTool] = {}
+
+    # -- start and stop ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every enabled server, each in its own thread: a slow one delays no other."""
+        for server in self.servers.values():
+            if server.status == "disabled":
+                continue
+            server.started_at = time.monotonic()
+            server.thread = threading.Thread(
+                target=self._connect, args=(server,), daemon=True, name=f"mcp-{server.name}"
+            )
+            server.thread.start()
+
+    def wait(self) -> list[str]:
+        """Wait for the servers still starting, each at most its startup_timeout since it
+        started; returns one line per server that could not be used (said once)."""
+        for server in self.servers.values():
+            if server.thread is None:
+                continue
+            left = server.started_at + server.config.startup_timeout - time.monotonic()
+            server.thread.join(timeout=max(left, 0))
+            if server.thread.is_alive() and server.status == "starting":
+                server.status, server.error = (
+                    "failed",
+                    (f"did not start within {server.config.startup_timeout:g} s (startup_timeout)"),
+                )
+            server.thread = None
+        self._rebuild()
+        return [
+            f"MCP server {s.name}: {s.error}; its tools are left out"
+            for s in self.servers.values()
+            if s.status == "failed"
+        ]
+
+    def _connect(self, server: Server) -> None:
+        try:
+            client = self._open(server)
+            version = client.initialize(server.config.startup_timeout)
+            tools = client.list_tools()
+        except TimeoutError:
+            self._fail(server, "did not answer in time")
+            return
+        except McpError as exc:
+            self._fail(server, str(exc))
+            return
+        except Exception as exc:  # a server's odd answer must not end the session
+            self._fail(server, f"{type(exc).__name__}: {exc}")
+            return
+        if server.status != "starting":  # given up on meanwhile: do not keep it
+            client.close()
+            return
+        server.client, server.version, server.tools = client, version, tools
+        server.status, server.error = "ready", ""
+
+    def _fail(self, server: Server, why: str) -> None:
+        client, server.client = server.client, None
+        if client is not None:
+            client.close()
+        server.status, server.error = "failed", why.split("\n")[0][:300]
+
+    def _open(self, server: Server) -> Client:
+        config = server.config
+        transport: Transport
+        if config.url:
+            import requests
+
+            session = self._http_session() if self._http_session else requests.Session()
+            session.trust_env = False  # no proxy of ours in between
+            headers = {k: expand(v, self.environ) for k, v in config.headers.items()}
+            transport = Http(config.url, headers, session)
+        else:
+            env = server_environment(config, self.environ)
+            cwd = os.path.join(self.cwd, os.path.expanduser(config.cwd)) if config.cwd else self.cwd
+            argv, fds = confined(
+                config, [config.command, *config.args], env, cwd, self._sandbox or SandboxSpec()
+            )
+            self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            log = open(self.log_dir / f"{server.name}.log", "ab")  # noqa: SIM115
+            log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n".encode())
+            self._logs.append(log)
+            transport = Stdio(argv, env=env, cwd=cwd, log=log, pass_fds=fds)
+        return Client(transport, config.timeout)
+
+    def close(self) -> None:
+        """Stop every server (stdin closed, SIGTERM, SIGKILL after 2 s), in parallel."""
+        closing = []
+        for server in self.servers.values():
+            client, server.client = server.client, None
+            if client is not None:
+                thread = threading.Thread(target=client.close, daemon=True)
+                thread.start()
+                closing.append(thread)
+        for thread in closing:
+            thread.join(timeout=10)
+        for log in self._logs:
+            try:
+                log.close()
+            except OSError:
+                pass
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def _rebuild(self) -> None:
+        taken: set[str] = set()
+        tools: dict[str, McpTool] = {}
+        for server in self.servers.values():
+            if server.status != "ready":
+                continue
+            listed = [t for t in server.tools if isinstance(t.get("name"), str)]
+            listed = [t for t in listed if wanted(server.config, t["name"])]
+            names = tool_names(server.name, [t["name"] for t in listed], taken)
+            for tool in listed:
+                schema = tool.get("inputSchema")
+                if not isinstance(schema, dict) or schema.get("type") != "object":
+                    schema = {"type": "object", "properties": {}}
+                description = str(tool.get("description") or tool.get("title") or "")
+                description = f"[MCP server {server.name}] {description}".strip()
+                name = names[tool["name"]]
+                tools[name] = McpTool(name, server.name, tool["name"], description[:2000], schema)
+        with self._lock:
+            self._tools = tools
+
+    @property
+    def tools(self) -> dict[str, McpTool]:
+        with self._lock:
+            return dict(self._tools)
+
+    def refresh(self) -> None:
+        """Before a model step: list again the tools of servers that said they changed."""
+        changed = False
+        for server in self.servers.values():
+            client = server.client
+            if server.status == "ready" and client and client.tools_changed.is_set():
+                try:
+                    server.tools = client.list_tools()
+                    changed = True
+                except (McpError, TimeoutError) as exc:
+                    self._fail(server, f"could not list its tools again: {exc}")
+                    changed = True
+        if changed:
+            self._rebuild()
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one of our names on its server; always a result, never an exception but
+        KeyboardInterrupt (after the server was told to cancel)."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return {"success": False, "error": f"{name} is no longer offered by its server"}
+        server = self.servers[tool.server]
+        if server.client is None or not server.client.transport.alive:
+            if server.restarted:
+                why = server.error or "it stopped"
+                return {"success": False, "error": f"MCP server {server.name} is down ({why})"}
+            server.restarted = True  # once per session: a server that keeps dying stays down
+            self._fail(server, "it stopped")
+            server.status = "starting"
+            self._connect(server)
+            if server.status != "ready":
+                return {
+                    "success": False,
+                    "error": f"MCP server {server.name} stopped and could not be restarted: "
+                    f"{server.error}",
+                }
+        client = server.client
+        assert client is not None
+        try:
+            result = client.call_tool(tool.tool, dict(arguments), server.config.timeout)
+        except TimeoutError:
+            return {
+                "success": False,
+                "error": f"{tool.tool} on MCP server {server.name} did not answer within "
+                f"{server.config.timeout:g} s (it was told to cancel)",
+            }
+        except protocol.RpcError as exc:
+            return {"success": False, "error": f"MCP server {server.name}: {exc}"}
+        except McpError as exc:
+            return {"success": False, "error": f"MCP server {server.name}: {exc}"}
+        return protocol.tool_result(result)
+
+    def status(self) -> list[dict[str, Any]]:
+        """For `agent mcp list` and `/mcp`."""
+        rows = []
+        for server in self.servers.values():
+            mine = [t for t in self.tools.values() if t.server == server.name]
+            rows.append(
+                {
+                    "name": server.name,
+                    "transport": "http" if server.config.url else "stdio",
+                    "status": server.status,
+                    "protocol_version": server.version or None,
+                    "error": server.error or None,
+                    "tools": [t.name for t in mine],
+                }
+            )
+        return rows

@@ -1,0 +1,590 @@
+"""MCP servers as tool sources: our client against the scripted server in tests/mcp_server.py
+(a real child process over stdio, a real HTTP server on 127.0.0.1), through `agent run`
+against the fake Ollama, and the pieces on their own."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cli.audit import tail
+from cli.config import McpServerConfig, parse_config
+from cli.mcp.protocol import tool_result
+from cli.mcp.servers import McpServers, tool_names
+from tests.conftest import REPO, MakeChat, RunCli
+from tests.fake_ollama import FakeOllama, reply, tool_call
+from tests.mcp_server import HttpMcp
+
+SERVER = str(Path(__file__).with_name("mcp_server.py"))
+
+
+def script(tmp: Path, **data: Any) -> str:
+    path = tmp / f"script-{len(list(tmp.glob('script-*')))}.json"
+    data.setdefault("record", str(tmp / "received.jsonl"))
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def config(workspace: Path, servers: dict[str, Any], policy: str = "") -> str:
+    """A config file in the workspace with these servers; returns its path."""
+    text = yaml.safe_dump({"mcp": {"servers": servers}}) + policy
+    (workspace / "agent.yaml").write_text(text)
+    return str(workspace / "agent.yaml")
+
+
+def stdio(script_path: str, **extra: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [SERVER, script_path], **extra}
+
+
+def received(tmp: Path) -> list[dict[str, Any]]:
+    path = tmp / "received.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def sent_results(ollama: FakeOllama, request: int = 1) -> list[dict[str, Any]]:
+    messages = ollama.chat_bodies[request]["messages"]
+    return [json.loads(m["content"]) for m in messages if m.get("role") == "tool"]
+
+
+ALLOW = "policy:\n  tools:\n    mcp__s__*: allow\n"
+
+
+# -- through agent run ---------------------------------------------------------------------------
+
+
+def test_a_tool_of_a_stdio_server_runs_and_the_model_gets_its_result(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path, home: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path))}, ALLOW)
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("mcp__s__echo", {"text": "hello"})]), reply("it said hello")
+    )
+    r = run_cli("run", "-c", cfg, "--json", "echo")
+    assert r.code == 0, r.stderr
+    offered = [t["function"]["name"] for t in ollama.chat_bodies[0]["tools"]]
+    assert "mcp__s__echo" in offered and "read_file" in offered
+    echo = next(
+        t for t in ollama.chat_bodies[0]["tools"] if t["function"]["name"] == "mcp__s__echo"
+    )
+    assert echo["function"]["parameters"]["properties"] == {"text": {"type": "string"}}
+    (result,) = sent_results(ollama)
+    assert result["success"] is True and result["content"] == "hello"
+    assert "untrusted" in result  # what a server returns is data, as file contents are
+    assert "→ mcp__s__echo text='hello' · allowed by policy" in r.stderr
+    (call,) = json.loads(r.stdout)["tool_calls"]
+    assert call["outcome"] == "allowed"
+    records = [rec for _, rec in tail(home / ".local/state/metona-agent/audit.jsonl", 10)]
+    assert records[-1]["tool"] == "mcp__s__echo" and records[-1]["server"] == "s"
+    methods = [m.get("method") for m in received(tmp_path)]
+    assert methods[:3] == ["initialize", "notifications/initialized", "tools/list"]
+    init = received(tmp_path)[0]["params"]
+    assert init["protocolVersion"] == "2025-11-25" and init["capabilities"] == {}
+
+
+def test_mcp_tools_ask_by_default_and_yes_needs_them_in_unattended(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    server = {"s": stdio(script(tmp_path))}
+    call = tool_call("mcp__s__echo", {"text": "x"})
+    ollama.enqueue(reply(tool_calls=[call]), reply("no"))
+    r = run_cli("run", "-c", config(workspace, server), "--yes", "--json", "go")
+    (refused,) = json.loads(r.stdout)["tool_calls"]
+    assert (refused["outcome"], refused["rule"]) == ("denied", "mcp")
+    ollama.enqueue(reply(tool_calls=[call]), reply("yes"))
+    listed = "policy:\n  unattended: [mcp__s__echo]\n"
+    r = run_cli("run", "-c", config(workspace, server, listed), "--yes", "--json", "go")
+    (ran,) = json.loads(r.stdout)["tool_calls"]
+    assert (ran["outcome"], ran["approved_by"]) == ("allowed", "--yes")
+    ollama.enqueue(reply(tool_calls=[call]), reply("no"))
+    denied = "policy:\n  tools: {mcp__s__echo: deny}\n"
+    r = run_cli("run", "-c", config(workspace, server, denied), "--json", "go")
+    assert "mcp__s__echo" not in [t["function"]["name"] for t in ollama.chat_bodies[-2]["tools"]]
+    assert json.loads(r.stdout)["tool_calls"][0]["rule"] == "disabled"
+
+
+def test_the_confirmation_card_shows_server_tool_and_arguments() -> None:
+    from cli.approval import ApprovalRequest
+    from cli.backends.messages import ToolCall
+    from cli.policy import Decision
+    from cli.ui.approve import card
+
+    call = ToolCall("mcp__git__log", {"repo": "/etc", "nested": {"a": [1, 2]}, "evil": "\x1b[2J"})
+    request = ApprovalRequest(
+        call, call.arguments, Decision("ask", "MCP tools are confirmed", "mcp")
+    )
+    text = card(request, "/tmp").plain
+    assert "MCP server: git  tool: log" in text
+    assert "not checked against this agent's policy" in text
+    assert '"nested": {' in text and '"a": [' in text  # pretty-printed
+    assert "\x1b" not in text and "\\u001b[2J" in text
+
+
+def test_a_server_that_fails_to_start_is_said_once_and_the_rest_works(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    servers = {
+        "s": stdio(script(tmp_path)),
+        "old": stdio(script(tmp_path, version="1999-01-01")),
+        "slow": stdio(script(tmp_path, hang=True), startup_timeout=1),
+        "gone": {"command": "/nonexistent/mcp-server"},
+    }
+    ollama.enqueue(reply(tool_calls=[tool_call("mcp__s__echo", {"text": "ok"})]), reply("done"))
+    r = run_cli("run", "-c", config(workspace, servers, ALLOW), "go")
+    assert r.code == 0, r.stderr
+    notes = [line for line in r.stderr.splitlines() if "MCP server" in line]
+    assert len(notes) == 3, notes
+    assert any("old:" in n and "'1999-01-01'" in n and "does not speak" in n for n in notes)
+    assert any("slow:" in n and "did not start within 1 s" in n for n in notes)
+    assert any("gone:" in n and "could not start" in n for n in notes)
+    assert sent_results(ollama)[0]["content"] == "ok"
+    assert "Traceback" not in r.stderr
+
+
+def test_old_protocol_versions_are_accepted(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path, version="2024-11-05"))})
+    r = run_cli("mcp", "list", "-c", cfg, "--json")
+    assert r.code == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert row["status"] == "ready" and row["protocol_version"] == "2024-11-05"
+
+
+def test_pagination_banners_and_the_log(
+    run_cli: RunCli, workspace: Path, tmp_path: Path, home: Path
+) -> None:
+    path = script(tmp_path, page_size=3, banner=["Starting server...", "v1.0 ready"])
+    r = run_cli("mcp", "list", "-c", config(workspace, {"s": stdio(path)}), "--json")
+    assert r.code == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert len(row["tools"]) == 12 and "mcp__s__pid" in row["tools"]
+    cursors = [
+        m.get("params", {}).get("cursor")
+        for m in received(tmp_path)
+        if m.get("method") == "tools/list"
+    ]
+    assert cursors == [None, "3", "6", "9"]
+    log = (home / ".local/state/metona-agent/mcp/s.log").read_text()
+    assert "[not JSON on stdout] Starting server..." in log
+    assert "scripted server started" in log  # its stderr, never our terminal
+    assert "scripted server started" not in r.stderr
+
+
+def test_list_changed_is_heard_before_the_next_step(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path))}, ALLOW)
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("mcp__s__grow", {})]),
+        reply(tool_calls=[tool_call("mcp__s__grown", {})]),
+        reply("done"),
+    )
+    r = run_cli("run", "-c", cfg, "go")
+    assert r.code == 0, r.stderr
+    first = [t["function"]["name"] for t in ollama.chat_bodies[0]["tools"]]
+    second = [t["function"]["name"] for t in ollama.chat_bodies[1]["tools"]]
+    assert "mcp__s__grown" not in first and "mcp__s__grown" in second
+    assert sent_results(ollama, 2)[-1]["content"] == "I am new"
+
+
+def test_results_errors_images_and_huge_ones(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path))}, ALLOW)
+    calls = [
+        tool_call("mcp__s__add", {"a": 2, "b": 3}),
+        tool_call("mcp__s__fail", {}),
+        tool_call("mcp__s__rpc_error", {}),
+        tool_call("mcp__s__image", {}),
+        tool_call("mcp__s__huge", {"bytes": 2_000_000}),
+        tool_call("mcp__s__add", {"a": "two", "b": 3}),
+    ]
+    ollama.enqueue(reply(tool_calls=calls), reply("done"))
+    r = run_cli("run", "-c", cfg, "--json", "go")
+    assert r.code == 0, r.stderr
+    add, fail, rpc, image, huge, bad = sent_results(ollama)
+    assert add["content"] == "5" and add["structuredContent"] == {"sum": 5}
+    assert fail == {"success": False, "error": "it broke"}
+    assert rpc["success"] is False and "nope (JSON-RPC error -32000)" in rpc["error"]
+    assert (
+        image["content"].startswith("[image image/png, about ") and "a picture" in image["content"]
+    )
+    assert len(json.dumps(huge)) < 40_000  # cut to policy.limits.max_tool_result_chars
+    assert bad["success"] is False and "'a' must be a number" in bad["error"]
+    outcomes = [c["outcome"] for c in json.loads(r.stdout)["tool_calls"]]
+    assert outcomes == ["allowed", "failed", "failed", "allowed", "allowed", "invalid"]
+
+
+def test_a_slow_call_times_out_and_is_cancelled(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path), timeout=1)}, ALLOW)
+    ollama.enqueue(reply(tool_calls=[tool_call("mcp__s__slow", {"seconds": 30})]), reply("ok"))
+    r = run_cli("run", "-c", cfg, "go")
+    assert r.code == 0, r.stderr
+    (result,) = sent_results(ollama)
+    assert "did not answer within 1 s" in result["error"]
+    cancels = [m for m in received(tmp_path) if m.get("method") == "notifications/cancelled"]
+    assert len(cancels) == 1 and isinstance(cancels[0]["params"]["requestId"], int)
+
+
+def test_a_crashed_server_is_restarted_once(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path))}, ALLOW)
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("mcp__s__crash", {})]),
+        reply(tool_calls=[tool_call("mcp__s__echo", {"text": "back"})]),
+        reply(tool_calls=[tool_call("mcp__s__crash", {})]),
+        reply(tool_calls=[tool_call("mcp__s__echo", {"text": "again"})]),
+        reply("done"),
+    )
+    r = run_cli("run", "-c", cfg, "--max-steps", "6", "go")
+    assert r.code == 0, r.stderr
+    results = [sent_results(ollama, n)[-1] for n in range(1, 5)]
+    assert results[0]["success"] is False and "exited with status 3" in results[0]["error"]
+    assert results[1]["content"] == "back"  # restarted
+    assert results[2]["success"] is False
+    assert results[3]["success"] is False and "is down" in results[3]["error"]  # once only
+
+
+def test_no_server_process_outlives_the_run(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path))}, ALLOW)
+    ollama.enqueue(reply(tool_calls=[tool_call("mcp__s__pid", {})]), reply("done"))
+    assert run_cli("run", "-c", cfg, "go").code == 0
+    pid = int(sent_results(ollama)[0]["content"])
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()  # exited and reaped: no zombie, no orphan
+
+
+def test_the_server_environment_is_an_allow_list_plus_its_own(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    server = stdio(script(tmp_path), env={"GREETING": "hi ${WHO}"}, cwd="sub")
+    (workspace / "sub").mkdir()
+    cfg = config(workspace, {"s": server}, ALLOW)
+    calls = [
+        tool_call("mcp__s__env", {"name": "GREETING"}),
+        tool_call("mcp__s__env", {"name": "OLLAMA_HOST"}),
+        tool_call("mcp__s__env", {"name": "GITHUB_TOKEN"}),
+        tool_call("mcp__s__cwd", {}),
+    ]
+    ollama.enqueue(reply(tool_calls=calls), reply("done"))
+    r = run_cli("run", "-c", cfg, "go", env={"WHO": "there", "GITHUB_TOKEN": "ghp_secret"})
+    assert r.code == 0, r.stderr
+    greeting, host, token, cwd = (x["content"] for x in sent_results(ollama))
+    assert (greeting, host, token) == ("hi there", "<unset>", "<unset>")
+    assert os.path.realpath(cwd) == str(workspace / "sub")
+
+
+def test_an_unset_variable_in_env_is_said(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    server = stdio(script(tmp_path), env={"TOKEN": "${NOT_SET_ANYWHERE}"})
+    r = run_cli("mcp", "list", "-c", config(workspace, {"s": server}))
+    assert r.code == 1
+    assert "${NOT_SET_ANYWHERE} is not set in the environment" in r.stdout + r.stderr
+
+
+# -- streamable HTTP ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["json", "event-stream"])
+def test_a_streamable_http_server(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, sse: bool
+) -> None:
+    server = HttpMcp({}, sse=sse).start()
+    try:
+        entry = {"url": server.url, "headers": {"X-Api-Key": "${MCP_KEY}"}}
+        cfg = config(workspace, {"s": entry}, ALLOW)
+        ollama.enqueue(
+            reply(tool_calls=[tool_call("mcp__s__echo", {"text": "over http"})]), reply("ok")
+        )
+        r = run_cli("run", "-c", cfg, "go", env={"MCP_KEY": "k-123"})
+        assert r.code == 0, r.stderr
+        assert sent_results(ollama)[0]["content"] == "over http"
+        posts = [(h, m) for h, m in server.requests if not m.get("DELETE")]
+        first, later = posts[0][0], posts[-1][0]
+        assert first["X-Api-Key"] == "k-123"
+        assert "Mcp-Session-Id" not in first and later["Mcp-Session-Id"] == "session-42"
+        assert later["MCP-Protocol-Version"] == "2025-11-25"
+        assert "text/event-stream" in first["Accept"] and "application/json" in first["Accept"]
+        assert any(m.get("DELETE") for _, m in server.requests)  # the session was ended
+    finally:
+        server.stop()
+
+
+def test_a_server_that_wants_oauth_is_unsupported_in_one_line(
+    run_cli: RunCli, workspace: Path
+) -> None:
+    server = HttpMcp({}, auth=True).start()
+    try:
+        r = run_cli("mcp", "list", "-c", config(workspace, {"s": {"url": server.url}}))
+        assert r.code == 1
+        (line,) = [line for line in r.stdout.splitlines() if line.startswith("s ")]
+        assert "OAuth" in line and "not support" in line
+    finally:
+        server.stop()
+
+
+# -- import and --mcp-config -------------------------------------------------------------------
+
+
+CLAUDE = {
+    "mcpServers": {
+        "github": {
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_real_secret", "LOG_LEVEL": "debug"},
+        },
+        "remote": {"type": "http", "url": "https://mcp.example/mcp",
+                   "headers": {"Authorization": "Bearer sk-live-123"}},
+        "legacy": {"type": "sse", "url": "https://old.example/sse"},
+        "gemini": {"httpUrl": "https://g.example/mcp", "timeout": 30000,
+                   "includeTools": ["a*"], "disabled": True},
+    }
+}  # fmt: skip
+
+
+def test_import_writes_yaml_without_secrets(run_cli: RunCli, workspace: Path) -> None:
+    (workspace / "claude.json").write_text(json.dumps(CLAUDE))
+    r = run_cli("mcp", "import", "claude.json")
+    assert r.code == 0, r.stderr
+    assert "ghp_real_secret" not in r.stdout and "sk-live-123" not in r.stdout
+    servers = parse_config(r.stdout, "imported").mcp.servers
+    assert servers["github"].env == {
+        "GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_PERSONAL_ACCESS_TOKEN}",
+        "LOG_LEVEL": "debug",
+    }
+    assert servers["remote"].headers == {"Authorization": "Bearer ${REMOTE_AUTHORIZATION}"}
+    assert "legacy" not in servers and "# legacy: left out (the legacy SSE" in r.stdout
+    assert "# github: set $GITHUB_PERSONAL_ACCESS_TOKEN in the environment" in r.stdout
+    gemini = servers["gemini"]
+    assert (gemini.url, gemini.timeout, gemini.enabled) == ("https://g.example/mcp", 30.0, False)
+    assert gemini.tools.include == ["a*"]
+
+
+def test_import_of_a_bad_file_is_one_line(run_cli: RunCli, workspace: Path) -> None:
+    (workspace / "bad.json").write_text("{not json")
+    r = run_cli("mcp", "import", "bad.json")
+    assert r.code == 2 and r.stderr.startswith("agent: bad.json: not valid JSON")
+    r = run_cli("mcp", "import", "missing.json")
+    assert r.code == 2 and "missing.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_mcp_config_takes_the_json_for_one_session(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    servers = {"mcpServers": {"s": {"command": sys.executable, "args": [SERVER, script(tmp_path)]}}}
+    (workspace / "servers.json").write_text(json.dumps(servers))
+    (workspace / "p.yaml").write_text(ALLOW)
+    ollama.enqueue(reply(tool_calls=[tool_call("mcp__s__echo", {"text": "json"})]), reply("ok"))
+    r = run_cli("run", "-c", "p.yaml", "--mcp-config", "servers.json", "go")
+    assert r.code == 0, r.stderr
+    assert sent_results(ollama)[0]["content"] == "json"
+
+
+def test_chat_lists_servers_with_slash_mcp(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    yaml_text = yaml.safe_dump({"mcp": {"servers": {"s": stdio(script(tmp_path))}}})
+    chat = make_chat(yaml_text)
+    chat.session.agent.mcp.wait()  # type: ignore[union-attr]
+    chat.run("/mcp\r")
+    assert "s (stdio) · ready · 12 tools · protocol 2025-11-25" in chat.text
+    assert "    mcp__s__echo" in chat.text
+
+
+# -- the pieces --------------------------------------------------------------------------------
+
+
+def test_config_errors_name_the_key(tmp_path: Path) -> None:
+    from cli.errors import ConfigError
+
+    for text, words in [
+        ("mcp: {servers: {s: {}}}", "give either `command` (stdio) or `url`"),
+        ("mcp: {servers: {s: {command: x, url: 'http://h'}}}", "give either"),
+        ("mcp: {servers: {'a__b': {command: x}}}", "a server name is letters"),
+        ("mcp: {servers: {s: {url: 'ftp://h'}}}", "expected an http:// or https:// URL"),
+        (
+            "mcp: {servers: {s: {command: x, env: {A: 1}}}}",
+            "mcp.servers.s.env.A: expected a string",
+        ),
+        ("mcp: {servers: {s: {command: x, sandbox: docker}}}", "expected one of bwrap"),
+        ("policy: {tools: {mcp_x: allow}}", "unknown tool"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            parse_config(text, "t.yaml")
+    ok = parse_config("policy: {tools: {'mcp__git__*': allow}, unattended: [mcp__t__now]}", "t")
+    assert ok.policy.tools == {"mcp__git__*": "allow"}
+
+
+def test_names_are_cut_to_64_and_kept_unique() -> None:
+    taken: set[str] = set()
+    long = "a" * 80
+    names = tool_names("srv", ["echo", "with space", long, long + "b"], taken)
+    assert names["echo"] == "mcp__srv__echo"
+    assert names["with space"] == "mcp__srv__with_space"
+    assert all(len(n) <= 64 for n in names.values())
+    assert len(set(names.values())) == 4
+
+
+def test_policy_wildcards_the_longest_pattern_wins(tmp_path: Path) -> None:
+    from cli.policy import Policy
+
+    text = (
+        "policy: {tools: {'mcp__git__*': allow, 'mcp__git__push*': deny, mcp__git__push_tags: ask}}"
+    )
+    policy = Policy(parse_config(text, "t").policy, str(tmp_path), str(tmp_path))
+    policy.mcp_tools = ("mcp__git__log", "mcp__git__push", "mcp__git__push_tags", "mcp__t__now")
+    assert [policy.setting(n) for n in policy.mcp_tools] == ["allow", "deny", "ask", "ask"]
+    assert policy.decide("mcp__t__now", {"path": "/etc/shadow"}).rule == "mcp"  # not a path
+    assert "mcp__git__push" not in policy.enabled_tools()
+
+
+def test_tool_results_of_every_content_type() -> None:
+    out = tool_result(
+        {
+            "content": [
+                {"type": "text", "text": "a"},
+                {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+                {"type": "resource", "resource": {"uri": "file:///x", "text": "inside"}},
+                {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}},
+                {"type": "resource_link", "uri": "file:///y", "name": "y"},
+                {"type": "mystery"},
+            ]
+        }
+    )
+    assert out["content"].split("\n") == [
+        "a",
+        "[audio audio/wav, about 3 bytes, not shown]",
+        "inside",
+        "[resource file:///b (?)]",
+        "[resource link file:///y: y]",
+        "[mystery content, not shown]",
+    ]
+    assert tool_result({"isError": True, "content": []}) == {
+        "success": False,
+        "error": "the tool reported an error",
+    }
+
+
+def test_a_server_ping_is_answered(tmp_path: Path) -> None:
+    servers = McpServers(
+        {"s": McpServerConfig(command=sys.executable, args=[SERVER, script(tmp_path, ping=True)])},
+        environ=dict(os.environ),
+        cwd=str(tmp_path),
+        log_dir=tmp_path / "logs",
+    )
+    servers.start()
+    try:
+        assert servers.wait() == []
+        assert servers.call("mcp__s__echo", {"text": "x"})["content"] == "x"
+    finally:
+        servers.close()
+    answers = [m for m in received(tmp_path) if m.get("id") == "srv-1"]
+    assert answers == [{"jsonrpc": "2.0", "id": "srv-1", "result": {}}]
+
+
+# -- the sandbox -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "network"), [("bwrap", False), ("bwrap", True), ("landlock", False)]
+)
+def test_a_sandboxed_server_writes_only_in_the_allowed_dirs(
+    run_cli: RunCli,
+    ollama: FakeOllama,
+    workspace: Path,
+    tmp_path: Path,
+    home: Path,
+    kind: str,
+    network: bool,
+) -> None:
+    from cli import sandbox
+
+    problem = sandbox.bwrap_problem() if kind == "bwrap" else sandbox.landlock_problem()
+    if problem:
+        pytest.skip(f"{kind} cannot run here: {problem}")
+    # The script lives in the workspace: bwrap gives the server a private /tmp. This
+    # interpreter may live in /root (pyenv), a blocked dir the sandbox would hide.
+    server = stdio(script(workspace), sandbox=kind, network=network)
+    cfg = config(workspace, {"s": server}, ALLOW + "  blocked_dirs: [/etc/shadow]\n")
+    port = int(ollama.url.rsplit(":", 1)[1])
+    outside = REPO / "tests" / f".outside-{os.getpid()}-{kind}-{network}"  # not under /tmp
+    calls = [
+        tool_call("mcp__s__write", {"path": str(workspace / "inside.txt")}),
+        tool_call("mcp__s__write", {"path": str(outside)}),
+        tool_call("mcp__s__connect", {"port": port}),
+    ]
+    ollama.enqueue(reply(tool_calls=calls), reply("done"))
+    r = run_cli("run", "-c", cfg, "go")
+    assert r.code == 0, r.stderr
+    got = sent_results(ollama)
+    assert all(x["success"] for x in got), got
+    inside, elsewhere, connect = (x["content"] for x in got)
+    assert inside == "wrote" and (workspace / "inside.txt").exists()
+    assert elsewhere.startswith("refused") and not outside.exists()
+    if network:  # network: true keeps the host's network (here: the fake Ollama's port)
+        assert connect == "connected"
+    else:
+        assert connect.startswith("refused")
+
+
+def test_landlock_has_no_network_switch(run_cli: RunCli, workspace: Path, tmp_path: Path) -> None:
+    server = stdio(script(tmp_path), sandbox="landlock", network=True)
+    r = run_cli("mcp", "list", "-c", config(workspace, {"s": server}))
+    assert r.code == 1 and "network: true needs sandbox: bwrap" in r.stdout
+
+
+def test_ctrl_c_cancels_the_call_and_stops_the_server(
+    ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+
+    cfg = config(workspace, {"s": stdio(script(tmp_path))}, ALLOW)
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("mcp__s__pid", {})]),
+        reply(tool_calls=[tool_call("mcp__s__slow", {"seconds": 60})]),
+        reply("never"),
+    )
+    env = {**os.environ, "OLLAMA_HOST": ollama.url}
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "cli", "run", "-c", cfg, "go"],
+        cwd=workspace,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        calls = [m for m in received(tmp_path) if m.get("method") == "tools/call"]
+        if any(m["params"]["name"] == "slow" for m in calls):
+            break
+        time.sleep(0.05)
+    agent.send_signal(signal.SIGINT)
+    _, err = agent.communicate(timeout=30)
+    assert agent.returncode == 130, err
+    assert "Traceback" not in err
+    pid = int(sent_results(ollama)[0]["content"])
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()
+    cancels = [m for m in received(tmp_path) if m.get("method") == "notifications/cancelled"]
+    assert [c["params"]["reason"] for c in cancels] == ["user"]
