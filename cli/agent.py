@@ -571,6 +571,9 @@ class Agent:
                 decision = self.policy.decide(call.name, arguments)
             except SchemaError as exc:
                 decision = Decision("deny", f"invalid arguments for {call.name}: {exc}", "schema")
+            except (TypeError, ValueError, RecursionError) as exc:  # an MCP server's odd schema
+                why = f"its schema could not be applied ({type(exc).__name__})"
+                decision = Decision("deny", f"invalid arguments for {call.name}: {why}", "schema")
         if call.name == "move_file" and decision.action != "deny":
             decision = self._move_boundary(decision)
         # A write of what the file holds is no change: not asked (cli/tools/unchanged.py).

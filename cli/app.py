@@ -211,6 +211,27 @@ def exit_codes(terminal: Terminal, debug: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def stopped_by_signals(active: bool) -> Iterator[None]:
+    """While MCP servers run: SIGTERM and SIGHUP end the agent through its `finally`s, as
+    Ctrl-C does, so that the servers are stopped too (exit 128 + the signal's number). A
+    SIGKILL cannot be caught: servers then outlive the agent (README says so)."""
+    if not active:
+        yield
+        return
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+@contextlib.contextmanager
 def command(ctx: typer.Context) -> Iterator[Terminal]:
     """Every command's frame: the process's terminal, and its errors as exit codes."""
     terminal = Terminal.from_process()
@@ -333,7 +354,8 @@ def _run(
         approver=approver,
     )
     try:
-        return _drive(terminal, agent, config, text, console, as_json, verbose)
+        with stopped_by_signals(agent.mcp is not None):
+            return _drive(terminal, agent, config, text, console, as_json, verbose)
     finally:
         agent.close()  # its MCP servers: stopped, whatever happened
 
@@ -536,7 +558,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         home=terminal.home,
         approver=lambda _policy: approver,
     )
-    with contextlib.closing(agent):  # its MCP servers: stopped at the end
+    with contextlib.closing(agent), stopped_by_signals(agent.mcp is not None):
         info = agent.model_info()  # fails here, with exit 1, if the server or model is missing
         settings = agent.settings
         console.print(

@@ -74,7 +74,9 @@ DEFAULT_COMMAND_DENY = (
 
 
 MCP_PREFIX = "mcp__"
-_SERVER_NAME = re.compile(r"(?!.*__)[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
+# No "__" inside, no "_" or "-" at either end: mcp__<server>__<tool> then names its server
+# unambiguously (a server "e_" would make mcp__e___t, which mcp__e__* would match).
+_SERVER_NAME = re.compile(r"(?!.*__)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,38}[A-Za-z0-9])?")
 
 
 def is_mcp_name(name: str) -> bool:
@@ -177,8 +179,8 @@ class McpToolsConfig:
 @dataclass(frozen=True)
 class McpServerConfig:
     """One MCP server: `command` (and `args`, `env`, `cwd`) for stdio, or `url` (and
-    `headers`) for streamable HTTP. `${VAR}` in env and header values is read from our
-    environment."""
+    `headers`) for streamable HTTP. `${VAR}` in the command, args, env and header values
+    and the URL is read from our environment."""
 
     command: str = ""
     args: list[str] = _setting([])
@@ -434,7 +436,11 @@ class _Builder:
 
     def server(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
         if not _SERVER_NAME.fullmatch(path[-1]):
-            raise self.fail(path, "a server name is letters, digits, '-' and '_' (no '__')")
+            raise self.fail(
+                path,
+                "a server name is letters, digits, '-' and '_' (no '__', and a letter or digit "
+                "at each end), at most 40 characters",
+            )
         server = self.build(cls, data, path)
         if bool(server.command) == bool(server.url):
             raise self.fail(path, "give either `command` (stdio) or `url` (streamable HTTP)")

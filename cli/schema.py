@@ -34,7 +34,8 @@ def validate_arguments(
     properties = schema.get("properties", {})
     if not isinstance(properties, Mapping):
         properties = {}
-    required = [r for r in schema.get("required", []) or [] if isinstance(r, str)]
+    listed = schema.get("required")
+    required = [r for r in listed if isinstance(r, str)] if isinstance(listed, list) else []
     strict = strict or schema.get("additionalProperties") is False
     cleaned: dict[str, Any] = {}
     for name, value in arguments.items():

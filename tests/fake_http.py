@@ -4,6 +4,7 @@ hang up mid-answer, and the record of every request it was sent."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +24,13 @@ class Recorded:
 
 class QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        """TCP_NODELAY on every connection, as Ollama's own server sets it: without it each
+        small write waits for the client's delayed ACK (~40 ms a request, Nagle's rule)."""
+        sock, address = super().get_request()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock, address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hangs up mid-stream (Ctrl-C, timeout) is part of the tests

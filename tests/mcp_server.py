@@ -23,6 +23,10 @@ Tools:
     pid                → its process id
     write {path}       → writes a file there ("wrote", or "refused: …")
     connect {port}     → connects to 127.0.0.1:port ("connected", or "refused: …")
+    badid              → first a response whose id is a list, and a line of JSON nested
+                         100,000 deep, then its answer
+    flood {bytes}      → that many bytes on stderr
+Script key `odd_schema`: every tool's schema says `"required": 5`.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any
 
 BASE_TOOLS = [
     "echo", "add", "slow", "crash", "huge", "fail", "rpc_error", "image", "grow", "env", "cwd",
-    "pid", "write", "connect",
+    "pid", "write", "connect", "badid", "flood",
 ]  # fmt: skip
 
 
@@ -50,6 +54,7 @@ def schema(name: str) -> dict[str, Any]:
         "env": {"name": {"type": "string"}},
         "write": {"path": {"type": "string"}},
         "connect": {"port": {"type": "integer"}},
+        "flood": {"bytes": {"type": "integer"}},
     }.get(name, {})
     out: dict[str, Any] = {"type": "object", "properties": props, "$schema": "ignored"}
     if props:
@@ -69,7 +74,9 @@ class Script:
             with self.lock, open(self.record, "a") as f:
                 f.write(json.dumps(message) + "\n")
 
-    def handle(self, message: dict[str, Any], send: Any) -> dict[str, Any] | None:
+    def handle(
+        self, message: dict[str, Any], send: Any, send_line: Any = None
+    ) -> dict[str, Any] | None:
         """The response to `message` (None for a notification); `send` sends anything else."""
         self.log(message)
         method, mid = message.get("method"), message.get("id")
@@ -99,14 +106,20 @@ class Script:
                     for n in names
                 ]
             }
+            if self.data.get("odd_schema"):  # what some servers send: "required" not a list
+                for tool in result["tools"]:
+                    tool["inputSchema"]["required"] = 5
             if start + size < len(self.tools):
                 result["nextCursor"] = str(start + size)
             return ok(mid, result)
         if method == "tools/call":
-            return self.call(mid, params.get("name"), params.get("arguments") or {}, send)
+            args = params.get("arguments") or {}
+            return self.call(mid, params.get("name"), args, send, send_line or (lambda _: None))
         return {"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}}
 
-    def call(self, mid: Any, name: str, args: dict[str, Any], send: Any) -> dict[str, Any]:
+    def call(
+        self, mid: Any, name: str, args: dict[str, Any], send: Any, send_line: Any
+    ) -> dict[str, Any]:
         if name == "echo":
             return text(mid, str(args.get("text", "")))
         if name == "add":
@@ -149,6 +162,14 @@ class Script:
             except OSError as exc:
                 return text(mid, f"refused: {exc.strerror}")
             return text(mid, "wrote")
+        if name == "badid":  # an answer no request has, and a line nested too deep first
+            send({"jsonrpc": "2.0", "id": [mid], "result": {}})
+            send_line("[" * 100_000 + "]" * 100_000)
+            return text(mid, "after the odd ones")
+        if name == "flood":
+            sys.stderr.write("e" * int(args.get("bytes", 1000)))
+            sys.stderr.flush()
+            return text(mid, "flooded")
         if name == "connect":
             import socket
 
@@ -194,8 +215,13 @@ def serve_stdio(script: Script) -> None:
         if message.get("method") == "notifications/initialized" and script.data.get("ping"):
             send({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
 
+        def line(text: str) -> None:
+            with out_lock:
+                sys.stdout.write(text + "\n")
+                sys.stdout.flush()
+
         def work(message: dict[str, Any] = message) -> None:
-            reply = script.handle(message, send)
+            reply = script.handle(message, send, line)
             if reply is not None:
                 send(reply)
 

@@ -21,7 +21,7 @@ from cli.mcp.protocol import tool_result
 from cli.mcp.servers import McpServers, tool_names
 from tests.conftest import REPO, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
-from tests.mcp_server import HttpMcp
+from tests.mcp_server import BASE_TOOLS, HttpMcp
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 
@@ -165,13 +165,13 @@ def test_pagination_banners_and_the_log(
     r = run_cli("mcp", "list", "-c", config(workspace, {"s": stdio(path)}), "--json")
     assert r.code == 0, r.stderr
     (row,) = json.loads(r.stdout)
-    assert len(row["tools"]) == 12 and "mcp__s__pid" in row["tools"]
+    assert row["tools"] == [f"mcp__s__{name}" for name in BASE_TOOLS]
     cursors = [
         m.get("params", {}).get("cursor")
         for m in received(tmp_path)
         if m.get("method") == "tools/list"
     ]
-    assert cursors == [None, "3", "6", "9"]
+    assert cursors == [None, *(str(n) for n in range(3, len(BASE_TOOLS), 3))]
     log = (home / ".local/state/metona-agent/mcp/s.log").read_text()
     assert "[not JSON on stdout] Starting server..." in log
     assert "scripted server started" in log  # its stderr, never our terminal
@@ -346,7 +346,9 @@ CLAUDE = {
     "mcpServers": {
         "github": {
             "command": "npx",
-            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "args": ["-y", "@modelcontextprotocol/server-github", "--api-key", "k-9f8e7d6c5b",
+                     "--token=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                     "postgres://app:hunter2@db/x"],
             "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_real_secret", "LOG_LEVEL": "debug"},
         },
         "remote": {"type": "http", "url": "https://mcp.example/mcp",
@@ -369,6 +371,16 @@ def test_import_writes_yaml_without_secrets(run_cli: RunCli, workspace: Path) ->
         "LOG_LEVEL": "debug",
     }
     assert servers["remote"].headers == {"Authorization": "Bearer ${REMOTE_AUTHORIZATION}"}
+    assert servers["github"].args == [
+        "-y",
+        "@modelcontextprotocol/server-github",
+        "--api-key",
+        "${GITHUB_API_KEY}",
+        "--token=${GITHUB_ARG5}",
+        "postgres://app:${GITHUB_ARG6}@db/x",
+    ]
+    for secret in ("k-9f8e7d6c5b", "ghp_abc", "hunter2"):
+        assert secret not in r.stdout
     assert "legacy" not in servers and "# legacy: left out (the legacy SSE" in r.stdout
     assert "# github: set $GITHUB_PERSONAL_ACCESS_TOKEN in the environment" in r.stdout
     gemini = servers["gemini"]
@@ -403,7 +415,7 @@ def test_chat_lists_servers_with_slash_mcp(
     chat = make_chat(yaml_text)
     chat.session.agent.mcp.wait()  # type: ignore[union-attr]
     chat.run("/mcp\r")
-    assert "s (stdio) · ready · 12 tools · protocol 2025-11-25" in chat.text
+    assert f"s (stdio) · ready · {len(BASE_TOOLS)} tools · protocol 2025-11-25" in chat.text
     assert "    mcp__s__echo" in chat.text
 
 
@@ -549,9 +561,46 @@ def test_landlock_has_no_network_switch(run_cli: RunCli, workspace: Path, tmp_pa
     assert r.code == 1 and "network: true needs sandbox: bwrap" in r.stdout
 
 
-def test_ctrl_c_cancels_the_call_and_stops_the_server(
-    ollama: FakeOllama, workspace: Path, tmp_path: Path
+# -- what a hostile server tries (found by an attack on this client) ---------------------------
+
+
+def test_odd_ids_deep_json_and_odd_schemas_change_nothing(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
 ) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path, odd_schema=True))}, ALLOW)
+    calls = [
+        tool_call("mcp__s__badid", {}),
+        tool_call("mcp__s__echo", {"text": "still here"}),
+    ]
+    ollama.enqueue(reply(tool_calls=calls), reply("done"))
+    r = run_cli("run", "-c", cfg, "go")
+    assert r.code == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    odd, echo = sent_results(ollama)
+    assert odd["content"] == "after the odd ones" and echo["content"] == "still here"
+
+
+def test_a_server_log_is_capped(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path, home: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path))}, ALLOW)
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("mcp__s__flood", {"bytes": 12_000_000})]), reply("ok")
+    )
+    assert run_cli("run", "-c", cfg, "go").code == 0
+    log = home / ".local/state/metona-agent/mcp/s.log"
+    assert log.stat().st_size < 10_500_000
+    assert log.read_bytes().rstrip().endswith(b"[log cut: more than 10 MB this session]")
+
+
+@pytest.mark.parametrize(
+    ("signal_name", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)]
+)
+def test_a_signal_cancels_the_call_and_stops_the_server(
+    ollama: FakeOllama, workspace: Path, tmp_path: Path, signal_name: str, code: int
+) -> None:
+    """Ctrl-C (SIGINT), SIGTERM and SIGHUP mid-call: the call is cancelled on the server,
+    the server is stopped, nothing outlives the agent."""
     import signal
     import subprocess
 
@@ -561,11 +610,10 @@ def test_ctrl_c_cancels_the_call_and_stops_the_server(
         reply(tool_calls=[tool_call("mcp__s__slow", {"seconds": 60})]),
         reply("never"),
     )
-    env = {**os.environ, "OLLAMA_HOST": ollama.url}
     agent = subprocess.Popen(
         [sys.executable, "-m", "cli", "run", "-c", cfg, "go"],
         cwd=workspace,
-        env=env,
+        env={**os.environ, "OLLAMA_HOST": ollama.url},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -573,18 +621,124 @@ def test_ctrl_c_cancels_the_call_and_stops_the_server(
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        calls = [m for m in received(tmp_path) if m.get("method") == "tools/call"]
-        if any(m["params"]["name"] == "slow" for m in calls):
+        if any(m.get("params", {}).get("name") == "slow" for m in received(tmp_path)):
             break
         time.sleep(0.05)
-    agent.send_signal(signal.SIGINT)
+    agent.send_signal(getattr(signal, signal_name))
     _, err = agent.communicate(timeout=30)
-    assert agent.returncode == 130, err
+    assert agent.returncode == code, err
     assert "Traceback" not in err
     pid = int(sent_results(ollama)[0]["content"])
     deadline = time.monotonic() + 5
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists()
-    cancels = [m for m in received(tmp_path) if m.get("method") == "notifications/cancelled"]
-    assert [c["params"]["reason"] for c in cancels] == ["user"]
+    if signal_name == "SIGINT":
+        cancels = [m for m in received(tmp_path) if m.get("method") == "notifications/cancelled"]
+        assert [c["params"]["reason"] for c in cancels] == ["user"]
+
+
+class _Hostile:
+    """An HTTP "MCP server" that answers initialize properly, then misbehaves on the next
+    request: `huge` (a 20 MB body), `drip` (a byte every 0.3 s), `redirect` (a 307)."""
+
+    def __init__(self, mode: str) -> None:
+        from http.server import BaseHTTPRequestHandler
+
+        from tests.fake_http import serve
+
+        owner = self
+        self.hits: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.hits.append(str(body.get("method")))
+                if body.get("method") == "initialize":
+                    answer = {
+                        "jsonrpc": "2.0",
+                        "id": body["id"],
+                        "result": {"protocolVersion": "2025-11-25", "capabilities": {}},
+                    }
+                    data = json.dumps(answer).encode()
+                elif "id" not in body:
+                    self.send_response(202)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                elif mode == "redirect":
+                    self.send_response(307)
+                    self.send_header("Location", "http://127.0.0.1:9/elsewhere")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                else:
+                    data = b" " * 20_000_000 if mode == "huge" else b" " * 100
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if mode == "drip" and body.get("method") != "initialize":
+                    for byte in data:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(0.3)
+                else:
+                    self.wfile.write(data)
+
+        self.server = serve(Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/mcp"
+
+
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [
+        ("huge", "an answer over 16 MB"),
+        ("drip", "did not answer in time"),
+        ("redirect", "answered 307"),
+    ],
+)
+def test_a_hostile_http_server_costs_a_bounded_time_and_memory(
+    workspace: Path, tmp_path: Path, mode: str, words: str
+) -> None:
+    from tests.fake_http import shut
+
+    hostile = _Hostile(mode)
+    servers = McpServers(
+        {"h": McpServerConfig(url=hostile.url, timeout=2, startup_timeout=15)},
+        environ={},
+        cwd=str(tmp_path),
+        log_dir=tmp_path / "logs",
+    )
+    try:
+        servers.start()
+        failed = servers.wait()  # tools/list is the request that misbehaves
+        assert len(failed) == 1 and words in failed[0], failed
+        assert hostile.hits.count("tools/list") == 1  # a redirect is not followed
+    finally:
+        servers.close()
+        shut(hostile.server)
+
+
+def test_a_token_filled_in_from_the_environment_is_not_shown(
+    run_cli: RunCli, workspace: Path
+) -> None:
+    entry = {"url": "http://127.0.0.1:9/${TOKEN_PATH}"}
+    r = run_cli(
+        "mcp", "list", "-c", config(workspace, {"s": entry}), env={"TOKEN_PATH": "sk-hidden"}
+    )
+    assert r.code == 1
+    assert "sk-hidden" not in r.stdout + r.stderr and "${TOKEN_PATH}" in r.stdout
+
+
+def test_a_server_name_cannot_borrow_another_servers_patterns() -> None:
+    from cli.errors import ConfigError
+
+    for name in ("e_", "_e", "e-", "a__b"):
+        with pytest.raises(ConfigError, match="a server name is"):
+            parse_config(f"mcp: {{servers: {{'{name}': {{command: x}}}}}}", "t.yaml")

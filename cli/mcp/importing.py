@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from cli import sensitive
+from cli.audit import REDACTED, redact
 from cli.config import McpServerConfig, parse_config
 from cli.errors import ConfigError, UsageError
 
@@ -47,8 +48,8 @@ def read_json(path: str) -> dict[str, Any]:
 
 def server_name(name: str) -> str:
     """A name our config takes: letters, digits, - and _, no "__", at most 40 long."""
-    cleaned = _NAME.sub("-", name).strip("-_") or "server"
-    return re.sub("_{2,}", "_", cleaned)[:40]
+    cleaned = re.sub("_{2,}", "_", _NAME.sub("-", name))[:40].strip("-_")
+    return cleaned or "server"
 
 
 def convert(
@@ -70,14 +71,17 @@ def convert(
         server: dict[str, Any] = {}
         if entry.get("command"):
             server["command"] = str(entry["command"])
-            if entry.get("args"):
-                server["args"] = [str(a) for a in entry["args"]]
+            if isinstance(entry.get("args"), list) and entry["args"]:
+                args = [str(a) for a in entry["args"]]
+                server["args"] = args if keep_secrets else _args(name, args, notes)
             if isinstance(entry.get("env"), dict) and entry["env"]:
                 server["env"] = _values(name, entry["env"], keep_secrets, notes, header=False)
             if entry.get("cwd"):
                 server["cwd"] = str(entry["cwd"])
         elif isinstance(url, str) and url:
-            server["url"] = url
+            server["url"] = (
+                url if keep_secrets else _hidden(name, url, _variable(name, "url"), notes)
+            )
             if isinstance(entry.get("headers"), dict) and entry["headers"]:
                 server["headers"] = _values(name, entry["headers"], keep_secrets, notes, True)
         else:
@@ -102,6 +106,42 @@ def convert(
     return out, notes
 
 
+def _variable(*parts: str) -> str:
+    return re.sub(r"[^A-Z0-9_]", "_", "_".join(parts).upper())
+
+
+def _unset(server: str, variable: str, notes: list[str]) -> str:
+    notes.append(f"{server}: set ${variable} in the environment (its value is not copied)")
+    return f"${{{variable}}}"
+
+
+def _hidden(server: str, text: str, variable: str, notes: list[str]) -> str:
+    """`text` with each secret in it (as the audit log's redaction finds them: tokens, keys,
+    a URL's password, `--token=…`) replaced by a `${VARIABLE}` to set instead."""
+    parts = redact(text).split(REDACTED)
+    if len(parts) == 1:
+        return text
+    out = parts[0]
+    for n, rest in enumerate(parts[1:], start=1):
+        out += _unset(server, variable if n == 1 else f"{variable}_{n}", notes) + rest
+    return out
+
+
+def _args(server: str, args: list[str], notes: list[str]) -> list[str]:
+    """Arguments with their secrets as `${…}`: a value after a flag that names one
+    (`--api-key VALUE`), and whatever the redaction finds inside an argument."""
+    out: list[str] = []
+    for n, arg in enumerate(args):
+        flag = args[n - 1].lstrip("-") if n and args[n - 1].startswith("-") else ""
+        if "${" in arg:
+            out.append(arg)
+        elif flag and "=" not in flag and sensitive.names_secret(flag):
+            out.append(_unset(server, _variable(server, flag), notes))
+        else:
+            out.append(_hidden(server, arg, _variable(server, f"arg{n + 1}"), notes))
+    return out
+
+
 def _values(
     server: str, values: dict[str, Any], keep: bool, notes: list[str], header: bool
 ) -> dict[str, str]:
@@ -111,13 +151,14 @@ def _values(
         secret = sensitive.names_secret(str(key)) or (
             header and str(key).lower() in ("authorization", "proxy-authorization", "cookie")
         )
-        if keep or not secret or "${" in text:
+        if keep or "${" in text:
             out[str(key)] = text
-            continue
-        variable = re.sub(r"[^A-Z0-9_]", "_", (f"{server}_{key}" if header else str(key)).upper())
-        scheme = text.split(" ", 1)[0] + " " if header and " " in text else ""
-        out[str(key)] = f"{scheme}${{{variable}}}"
-        notes.append(f"{server}: set ${variable} in the environment (its value is not copied)")
+        elif secret:
+            variable = _variable(server, str(key)) if header else _variable(str(key))
+            scheme = text.split(" ", 1)[0] + " " if header and " " in text else ""
+            out[str(key)] = scheme + _unset(server, variable, notes)
+        else:  # a name that says nothing, a value that may still hold one (a URL's password)
+            out[str(key)] = _hidden(server, text, _variable(server, str(key)), notes)
     return out
 
 

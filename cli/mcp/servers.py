@@ -34,6 +34,8 @@ from cli.mcp.transport import Http, Stdio, Transport
 from cli.sandbox import SandboxSpec
 
 MAX_NAME = 64  # what Ollama and OpenAI-compatible servers accept as a tool name
+MAX_TOOLS = 128  # tools offered from one server (every request carries their schemas)
+MAX_SCHEMA = 32_768  # characters of one tool's input schema, as JSON; a larger one is left out
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # What a server's process gets from our environment (then its own `env` on top): enough to
@@ -99,6 +101,29 @@ def tool_names(server: str, tools: list[str], taken: set[str]) -> dict[str, str]
         taken.add(name)
         names[tool] = name
     return names
+
+
+def _schema_size(tool: Mapping[str, Any]) -> int:
+    try:
+        return len(json.dumps(tool.get("inputSchema"), default=str))
+    except (ValueError, RecursionError):
+        return MAX_SCHEMA + 1
+
+
+def _clean_schema(schema: Any) -> dict[str, Any]:
+    """An input schema the model can be sent and our checker can read: an object, with
+    `properties` a mapping and `required` a list of names (what is odd in them dropped)."""
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return {"type": "object", "properties": {}}
+    clean: dict[str, Any] = dict(schema)
+    if not isinstance(clean.get("properties", {}), dict):
+        clean["properties"] = {}
+    required = clean.get("required")
+    if required is not None:
+        clean["required"] = (
+            [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+        )
+    return clean
 
 
 def wanted(config: McpServerConfig, tool: str) -> bool:
@@ -249,16 +274,17 @@ class McpServers:
             session = self._http_session() if self._http_session else requests.Session()
             session.trust_env = False  # no proxy of ours in between
             headers = {k: expand(v, self.environ) for k, v in config.headers.items()}
-            transport = Http(config.url, headers, session)
+            # Messages name the URL as the config wrote it: a token filled in stays unseen.
+            transport = Http(expand(config.url, self.environ), headers, session, config.url)
         else:
             env = server_environment(config, self.environ)
             cwd = os.path.join(self.cwd, os.path.expanduser(config.cwd)) if config.cwd else self.cwd
-            argv, fds = confined(
-                config, [config.command, *config.args], env, cwd, self._sandbox or SandboxSpec()
-            )
+            command = [expand(a, self.environ) for a in (config.command, *config.args)]
+            argv, fds = confined(config, command, env, cwd, self._sandbox or SandboxSpec())
             self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             log = open(self.log_dir / f"{server.name}.log", "ab")  # noqa: SIM115
-            log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(argv)}\n".encode())
+            written = shlex.join([config.command, *config.args])  # before ${…}: no token logged
+            log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {written}\n".encode())
             self._logs.append(log)
             transport = Stdio(argv, env=env, cwd=cwd, log=log, pass_fds=fds)
         return Client(transport, config.timeout)
@@ -289,12 +315,11 @@ class McpServers:
             if server.status != "ready":
                 continue
             listed = [t for t in server.tools if isinstance(t.get("name"), str)]
-            listed = [t for t in listed if wanted(server.config, t["name"])]
+            listed = [t for t in listed if wanted(server.config, t["name"])][:MAX_TOOLS]
+            listed = [t for t in listed if _schema_size(t) <= MAX_SCHEMA]  # the rest: too big
             names = tool_names(server.name, [t["name"] for t in listed], taken)
             for tool in listed:
-                schema = tool.get("inputSchema")
-                if not isinstance(schema, dict) or schema.get("type") != "object":
-                    schema = {"type": "object", "properties": {}}
+                schema = _clean_schema(tool.get("inputSchema"))
                 description = str(tool.get("description") or tool.get("title") or "")
                 description = f"[MCP server {server.name}] {description}".strip()
                 name = names[tool["name"]]

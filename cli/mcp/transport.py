@@ -26,6 +26,8 @@ from cli.mcp.protocol import McpError, encode
 
 OnMessage = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 MAX_LINE = 16 * 1024 * 1024  # one message; beyond, the server is not one we can talk to
+MAX_BODY = 16 * 1024 * 1024  # one HTTP answer (an event stream: one event)
+MAX_LOG = 10 * 1024 * 1024  # of a server's stderr and stray stdout kept per session
 KILL_AFTER = 2.0  # seconds between SIGTERM and SIGKILL at shutdown
 MAX_RESUMES = 5  # times an event stream that ended early is resumed
 
@@ -69,6 +71,8 @@ class Stdio(Transport):
         self._write_lock = threading.Lock()
         self._closed = False
         self._eof = False  # its stdout ended
+        self.why = ""  # why we stopped reading it, when it did not just end
+        self._logged = 0
         start = popen or subprocess.Popen
         try:
             self.proc = start(
@@ -136,6 +140,8 @@ class Stdio(Transport):
                 raise McpError(self._exit_text()) from None
 
     def _exit_text(self) -> str:
+        if self.why:
+            return self.why
         code = self.proc.poll()
         if code is None:
             return "the server closed its output"
@@ -144,31 +150,42 @@ class Stdio(Transport):
         return f"the server exited with status {code}"
 
     def _read(self) -> None:
+        """Until the server's stdout ends (or it sends what no server may): whatever a line
+        holds, this thread goes on or ends cleanly, and whoever waits is woken."""
         out = self.proc.stdout
         assert out is not None
-        while True:
-            line = out.readline(MAX_LINE + 1)
-            if not line:
-                break
-            if len(line) > MAX_LINE:
-                self._note(b"[a line over 16 MB on stdout; stopped reading]\n")
-                break
-            try:
-                message = json.loads(line)
-            except ValueError:
-                if line.strip():
-                    self._note(b"[not JSON on stdout] " + line)
-                continue
-            if isinstance(message, dict):
-                self._dispatch(message)
-        with self._lock:
-            waiting = list(self._waiting.values())
-        self._eof = True
-        for answer in waiting:  # the server is gone: wake whoever waits (they see it)
-            if answer.empty():
-                answer.put_nowait({"_closed": True})
+        try:
+            while True:
+                line = out.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE:
+                    self.why = "it sent a line over 16 MB on stdout"
+                    self._note(b"[a line over 16 MB on stdout; stopped reading]\n")
+                    break
+                try:
+                    message = json.loads(line)
+                except (ValueError, RecursionError):
+                    if line.strip():
+                        self._note(b"[not JSON on stdout] " + line[:4096])
+                    continue
+                if isinstance(message, dict):
+                    self._dispatch(message)
+        except Exception as exc:  # a reader that dies silently would leave calls hanging
+            self._note(f"[stopped reading stdout: {type(exc).__name__}]\n".encode())
+        finally:
+            with self._lock:
+                waiting = list(self._waiting.values())
+            self._eof = True
+            for answer in waiting:  # the server is gone: wake whoever waits (they see it)
+                if answer.empty():
+                    answer.put_nowait({"_closed": True})
 
     def _dispatch(self, message: dict[str, Any]) -> None:
+        mid = message.get("id")
+        if mid is not None and not isinstance(mid, (int, str)):
+            self._note(b"[a message with an id that is neither a number nor a string]\n")
+            return
         if "method" not in message and "id" in message:
             with self._lock:
                 answer = self._waiting.get(message["id"])
@@ -193,12 +210,18 @@ class Stdio(Transport):
             pass
 
     def _note(self, data: bytes) -> None:
-        if self.log is not None:
-            try:
-                self.log.write(data)
-                self.log.flush()
-            except (OSError, ValueError):
-                pass
+        """To the server's log, at most MAX_LOG bytes a session (then one line saying so)."""
+        if self.log is None or self._logged > MAX_LOG:
+            return
+        self._logged += len(data)
+        if self._logged > MAX_LOG:
+            data = data[: max(0, MAX_LOG - (self._logged - len(data)))]
+            data += b"\n[log cut: more than 10 MB this session]\n"
+        try:
+            self.log.write(data)
+            self.log.flush()
+        except (OSError, ValueError):
+            pass
 
     def close(self) -> None:
         """Close its stdin, then SIGTERM, then SIGKILL after KILL_AFTER seconds (the spec's
@@ -229,9 +252,11 @@ class Stdio(Transport):
                 pass
         self._reader.join(timeout=1)
         self._drain.join(timeout=1)
-        for pipe in (self.proc.stdout, self.proc.stderr):
+        # A pipe still read (a detached grandchild holds its other end) is left to the
+        # daemon thread: closing it would wait for that read.
+        for pipe, reader in ((self.proc.stdout, self._reader), (self.proc.stderr, self._drain)):
             try:
-                if pipe is not None:
+                if pipe is not None and not reader.is_alive():
                     pipe.close()
             except OSError:
                 pass
@@ -243,8 +268,17 @@ class Http(Transport):
     session id the server gives at initialize goes with every later request, and the
     protocol version once it is agreed."""
 
-    def __init__(self, url: str, headers: Mapping[str, str], session: requests.Session) -> None:
-        self.url = url
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        session: requests.Session,
+        shown: str | None = None,
+    ) -> None:
+        """`shown`: the URL as messages name it (the config's, before `${…}` was filled
+        in: a token in it stays off the screen)."""
+        self.address = url
+        self.url = shown or url
         self.headers = dict(headers)
         self.session = session
         self.session_id: str | None = None
@@ -260,6 +294,7 @@ class Http(Transport):
             **self.headers,
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
+            "Accept-Encoding": "identity",  # no gzip: what is read is what came (capped)
         }
         if self.session_id:
             headers["Mcp-Session-Id"] = self.session_id
@@ -270,7 +305,7 @@ class Http(Transport):
     def _post(self, message: dict[str, Any], timeout: float) -> requests.Response:
         try:
             response = self.session.post(
-                self.url,
+                self.address,
                 data=encode(message),
                 headers=self._headers(),
                 timeout=(min(timeout, 10.0), timeout),
@@ -295,7 +330,7 @@ class Http(Transport):
                 f"the server ended the session ({response.status_code}); it is opened again on "
                 "the next call"
             )
-        if response.status_code >= 400:
+        if response.status_code >= 300:  # a redirect is not followed: it could go anywhere
             status = f"{response.status_code} {response.reason or ''}".strip()
             response.close()
             raise McpError(f"{self.url} answered {status}")
@@ -312,9 +347,11 @@ class Http(Transport):
             if kind == "text/event-stream":
                 return self._from_stream(response, message["id"], deadline)
             try:
-                body = response.json()
-            except ValueError:
+                body = json.loads(_body(response, deadline))
+            except (ValueError, RecursionError):
                 raise McpError(f"{self.url} answered with something that is not JSON") from None
+            except requests.RequestException as exc:
+                raise McpError(f"the answer from {self.url} broke off: {_reason(exc)}") from None
         for item in body if isinstance(body, list) else [body]:
             if isinstance(item, dict) and item.get("id") == message["id"] and "method" not in item:
                 return item
@@ -348,14 +385,15 @@ class Http(Transport):
             headers["Last-Event-ID"] = stream.last_id
             try:
                 response = self.session.get(
-                    self.url,
+                    self.address,
                     headers=headers,
                     stream=True,
-                    timeout=(10.0, deadline - time.monotonic()),
+                    timeout=(10.0, max(deadline - time.monotonic(), 0.1)),
+                    allow_redirects=False,
                 )
             except requests.RequestException as exc:
                 raise McpError(f"cannot resume the event stream: {_reason(exc)}") from None
-            if response.status_code >= 400:
+            if response.status_code >= 300:
                 response.close()
                 raise McpError(
                     f"resuming the event stream: {self.url} answered {response.status_code}"
@@ -377,7 +415,9 @@ class Http(Transport):
     def close(self) -> None:
         if self.session_id:  # the spec's polite end of a session
             try:
-                self.session.delete(self.url, headers=self._headers(), timeout=2)
+                self.session.delete(
+                    self.address, headers=self._headers(), timeout=2, allow_redirects=False
+                )
             except requests.RequestException:
                 pass
         self.session.close()
@@ -392,9 +432,11 @@ class _Events:
 
     def messages(self, response: requests.Response, deadline: float) -> Iterator[dict[str, Any]]:
         data: list[str] = []
-        for raw in response.iter_lines(decode_unicode=False):
-            if time.monotonic() > deadline:
-                raise TimeoutError
+        size = 0
+        for raw in _lines(response, deadline):
+            size = size + len(raw) if data else len(raw)
+            if size > MAX_BODY:
+                raise McpError("an event over 16 MB in the event stream")
             line = raw.decode("utf-8", "replace")
             field, _, value = line.partition(":")
             value = value.removeprefix(" ")
@@ -412,6 +454,57 @@ class _Events:
                     continue  # a priming event (empty data) or a comment
                 if isinstance(message, dict):
                     yield message
+
+
+def _chunks(response: requests.Response, deadline: float) -> Iterator[bytes]:
+    """The body as it arrives, with the call's deadline checked on every piece (a server
+    that sends a byte every few seconds cannot stretch a call past its timeout)."""
+    read1 = getattr(response.raw, "read1", None)  # urllib3 2: what has arrived, not more
+    if read1 is None:
+        source: Iterator[bytes] = response.iter_content(chunk_size=65536)
+    else:
+
+        def arrived() -> Iterator[bytes]:
+            while data := read1(65536, decode_content=True):
+                yield data
+
+        source = arrived()
+    for chunk in source:
+        if time.monotonic() > deadline:
+            raise TimeoutError
+        yield chunk
+
+
+def _body(response: requests.Response, deadline: float) -> bytes:
+    parts, size = [], 0
+    for chunk in _chunks(response, deadline):
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise McpError("it sent an answer over 16 MB")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _lines(response: requests.Response, deadline: float) -> Iterator[bytes]:
+    """Lines of an event stream (LF, CRLF or CR ends one), none longer than MAX_BODY."""
+    pending = bytearray()
+    carry = False  # a chunk ended in CR: it may be the first half of a CRLF
+    for chunk in _chunks(response, deadline):
+        if carry:
+            chunk = b"\r" + chunk
+        carry = chunk.endswith(b"\r")
+        if carry:
+            chunk = chunk[:-1]
+        *complete, rest = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        if complete:
+            complete[0] = bytes(pending) + complete[0]
+            pending = bytearray()
+            yield from complete
+        pending += rest
+        if len(pending) > MAX_BODY:
+            raise McpError("it sent a line over 16 MB in its event stream")
+    if carry or pending:
+        yield bytes(pending)
 
 
 def _reason(exc: Exception) -> str:
