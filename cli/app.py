@@ -11,7 +11,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
@@ -292,7 +292,10 @@ def run(
     verbose: Annotated[
         bool,
         typer.Option(
-            "-v", "--verbose", help="Also say on stderr which instruction files were read."
+            "-v",
+            "--verbose",
+            help="Also say on stderr which instruction files were read, and show what MCP "
+            "servers write on their stderr (otherwise only in their logs).",
         ),
     ] = False,
 ) -> None:
@@ -309,6 +312,7 @@ def run(
             api=api,
             instructions=False if no_instructions else None,
             mcp_config=mcp_config,
+            mcp_stderr=_server_stderr(terminal.stderr) if verbose else None,
         )
         code = _run(terminal, prompt, yes, as_json, choices, verbose=verbose)
     raise typer.Exit(code)
@@ -430,6 +434,20 @@ def _interrupted(terminal: Terminal, trace: RunTrace, as_json: bool, saved: str)
     terminal.stderr.write(f"agent: interrupted{kept}\n")
     terminal.stderr.flush()
     return EXIT_INTERRUPTED
+
+
+def _server_stderr(stream: TextIO) -> Callable[[str, bytes], None]:
+    """`-v`: an MCP server's stderr on ours, a line at a time, each naming its server and
+    with control characters escaped."""
+    from cli.ui.text import sanitize
+
+    def write(server: str, data: bytes) -> None:
+        for line in data.decode("utf-8", "replace").splitlines():
+            if line.strip():
+                stream.write(f"mcp {server}: {sanitize(line)}\n")
+        stream.flush()
+
+    return write
 
 
 def _instruction_lines(instructions: Instructions, verbose: bool) -> list[str]:

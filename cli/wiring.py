@@ -50,6 +50,8 @@ class Choices:
     api: str | None = None  # native | openai
     instructions: bool | None = None  # False: --no-instructions
     mcp_config: str | None = None  # --mcp-config: a {"mcpServers": …} JSON file for this session
+    # -v: where the MCP servers' stderr goes too (server, bytes); otherwise only to their logs
+    mcp_stderr: Callable[[str, bytes], None] | None = None
 
 
 def load(choices: Choices, environ: Mapping[str, str]) -> Config:
@@ -149,7 +151,12 @@ def start_mcp(
     from cli.mcp.servers import McpServers
 
     mcp = McpServers(
-        servers, environ=environ, cwd=policy.cwd, log_dir=state_dir(environ) / "mcp", sandbox=spec
+        servers,
+        environ=environ,
+        cwd=policy.cwd,
+        log_dir=state_dir(environ) / "mcp",
+        sandbox=spec,
+        echo=choices.mcp_stderr,
     )
     mcp.start()
     return mcp

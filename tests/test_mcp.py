@@ -742,3 +742,30 @@ def test_a_server_name_cannot_borrow_another_servers_patterns() -> None:
     for name in ("e_", "_e", "e-", "a__b"):
         with pytest.raises(ConfigError, match="a server name is"):
             parse_config(f"mcp: {{servers: {{'{name}': {{command: x}}}}}}", "t.yaml")
+
+
+def test_disabled_servers_and_tool_filters(
+    run_cli: RunCli, workspace: Path, tmp_path: Path
+) -> None:
+    servers = {
+        "s": stdio(script(tmp_path), tools={"include": ["e*", "add"], "exclude": ["env"]}),
+        "off": stdio(script(tmp_path), enabled=False),
+    }
+    r = run_cli("mcp", "list", "-c", config(workspace, servers), "--json")
+    assert r.code == 0, r.stderr
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    assert rows["s"]["tools"] == ["mcp__s__echo", "mcp__s__add"]
+    assert rows["off"]["status"] == "disabled" and rows["off"]["tools"] == []
+    starts = [m for m in received(tmp_path) if m.get("method") == "initialize"]
+    assert len(starts) == 1  # the disabled one never started
+
+
+def test_verbose_shows_a_servers_stderr(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    cfg = config(workspace, {"s": stdio(script(tmp_path))}, ALLOW)
+    for verbose in (False, True):
+        ollama.enqueue(reply(tool_calls=[tool_call("mcp__s__echo", {"text": "x"})]), reply("ok"))
+        r = run_cli("run", "-c", cfg, *(["-v"] if verbose else []), "go")
+        assert r.code == 0, r.stderr
+        assert ("mcp s: scripted server started" in r.stderr) == verbose

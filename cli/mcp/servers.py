@@ -189,6 +189,7 @@ class McpServers:
         log_dir: Path,
         http_session: Callable[[], Any] | None = None,
         sandbox: SandboxSpec | None = None,
+        echo: Callable[[str, bytes], None] | None = None,
     ) -> None:
         """`sandbox`: what a server with `sandbox: bwrap | landlock` is confined by — the
         same spec as run_command's (writable: the allowed dirs; secrets hidden)."""
@@ -201,6 +202,7 @@ class McpServers:
                 server.status = "disabled"
         self._http_session = http_session
         self._sandbox = sandbox
+        self._echo = echo  # (server, bytes): its stderr, for `agent run -v`
         self._logs: list[IO[bytes]] = []
         self._lock = threading.Lock()
         self._tools: dict[str, McpTool] = {}
@@ -286,7 +288,9 @@ class McpServers:
             written = shlex.join([config.command, *config.args])  # before ${…}: no token logged
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {written}\n".encode())
             self._logs.append(log)
-            transport = Stdio(argv, env=env, cwd=cwd, log=log, pass_fds=fds)
+            echo = self._echo
+            shown = None if echo is None else (lambda data, n=server.name: echo(n, data))
+            transport = Stdio(argv, env=env, cwd=cwd, log=log, pass_fds=fds, echo=shown)
         return Client(transport, config.timeout)
 
     def close(self) -> None:

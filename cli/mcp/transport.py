@@ -64,7 +64,10 @@ class Stdio(Transport):
         log: IO[bytes] | None = None,
         popen: Callable[..., subprocess.Popen[bytes]] | None = None,
         pass_fds: tuple[int, ...] = (),
+        echo: Callable[[bytes], None] | None = None,
     ) -> None:
+        """`echo`: also given what the server writes on stderr (`agent run -v`)."""
+        self.echo = echo
         self.log = log
         self._waiting: dict[Any, queue.Queue[dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -206,6 +209,8 @@ class Stdio(Transport):
         try:
             while chunk := os.read(err.fileno(), 65536):
                 self._note(chunk)
+                if self.echo is not None:
+                    self.echo(chunk)
         except (OSError, ValueError):
             pass
 
