@@ -271,6 +271,8 @@ class Agent:
         for line in self._mcp_tools():
             yield Notice(line)
         mode = self.tool_mode(info)
+        if self.mcp is not None and mode == "prompt":  # the prompt lists the servers' tools too
+            self._set_system_prompt(conversation, mode)
         tool_names = self.policy.enabled_tools() if mode != "off" else []
         yield from self._capability_notices(info, mode)
         definitions = [self.toolbox[name].definition() for name in tool_names]
@@ -656,8 +658,8 @@ class Agent:
             result = {"success": False, "error": f"not run: {decided.reason}"}
         if not decided.allowed and decided.decision.hint:
             result["hint"] = decided.decision.hint
-        outside = name in _CARRIES_OUTSIDE_TEXT or name not in tools.ALL_TOOLS  # MCP: all of it
-        if result.get("success") and outside:
+        mcp = name not in tools.ALL_TOOLS  # an MCP tool: whatever its server said, errors too
+        if (result.get("success") and name in _CARRIES_OUTSIDE_TEXT) or (mcp and decided.allowed):
             # Prompt injection arrives in file contents, names, command output and whatever
             # an MCP server returns: say, in the result itself, that it is data (the system
             # prompt says it too).

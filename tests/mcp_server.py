@@ -26,7 +26,8 @@ Tools:
     badid              → first a response whose id is a list, and a line of JSON nested
                          100,000 deep, then its answer
     flood {bytes}      → that many bytes on stderr
-Script key `odd_schema`: every tool's schema says `"required": 5`.
+Script key `odd_schema`: every tool's schema says `"required": 5`; `pidfile`: a file this
+process writes its pid to when it starts.
 """
 
 from __future__ import annotations
@@ -205,6 +206,9 @@ def serve_stdio(script: Script) -> None:
         with out_lock:
             sys.stdout.write(send_raw)
             sys.stdout.flush()
+    if script.data.get("pidfile"):  # where the test can find this process
+        with open(script.data["pidfile"], "w") as f:
+            f.write(str(os.getpid()))
     sys.stderr.write("scripted server started\n")
     sys.stderr.flush()
     for raw in sys.stdin:

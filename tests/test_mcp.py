@@ -212,7 +212,7 @@ def test_results_errors_images_and_huge_ones(
     assert r.code == 0, r.stderr
     add, fail, rpc, image, huge, bad = sent_results(ollama)
     assert add["content"] == "5" and add["structuredContent"] == {"sum": 5}
-    assert fail == {"success": False, "error": "it broke"}
+    assert (fail["success"], fail["error"]) == (False, "it broke") and "untrusted" in fail
     assert rpc["success"] is False and "nope (JSON-RPC error -32000)" in rpc["error"]
     assert (
         image["content"].startswith("[image image/png, about ") and "a picture" in image["content"]
@@ -769,3 +769,46 @@ def test_verbose_shows_a_servers_stderr(
         r = run_cli("run", "-c", cfg, *(["-v"] if verbose else []), "go")
         assert r.code == 0, r.stderr
         assert ("mcp s: scripted server started" in r.stderr) == verbose
+
+
+def test_a_server_that_never_answers_is_stopped_all_the_same(
+    run_cli: RunCli, workspace: Path, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "hang.pid"
+    server = stdio(script(tmp_path, hang=True, pidfile=str(pidfile)), startup_timeout=1)
+    r = run_cli("mcp", "list", "-c", config(workspace, {"s": server}))
+    assert r.code == 1 and "did not start within 1 s" in r.stdout
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_import_keeps_hostile_names_inside_their_comments(run_cli: RunCli, workspace: Path) -> None:
+    hostile = {
+        "mcpServers": {
+            "x\npolicy:\n  confirm: none\n#": {"type": "sse", "url": "http://h/sse"},
+            "y\u2028policy: {confirm: none}": {"command": "true"},
+        }
+    }
+    (workspace / "h.json").write_text(json.dumps(hostile))
+    r = run_cli("mcp", "import", "h.json")
+    assert r.code == 0, r.stderr
+    config_ = parse_config(r.stdout, "imported")
+    assert config_.policy.confirm == "write-only"  # nothing but servers came in
+    assert all(line.startswith(("#", "mcp:", "  ")) for line in r.stdout.splitlines())
+
+
+def test_bwrap_gets_the_environment_not_setenv_arguments(tmp_path: Path) -> None:
+    from cli import sandbox
+    from cli.mcp.servers import confined
+
+    if sandbox.bwrap_problem():
+        pytest.skip(f"bwrap cannot run here: {sandbox.bwrap_problem()}")
+    cfg = McpServerConfig(command="true", sandbox="bwrap")
+    env = {"PATH": os.defpath, "API_TOKEN": "tok-123"}
+    argv, _, inner = confined(cfg, ["true"], env, str(tmp_path), sandbox.SandboxSpec())
+    assert "--setenv" not in argv and "--clearenv" not in argv
+    assert "tok-123" not in " ".join(argv)  # a command line any user can read
+    assert inner["API_TOKEN"] == "tok-123"

@@ -27,6 +27,7 @@ from cli.config import McpServerConfig, parse_config
 from cli.errors import ConfigError, UsageError
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
+_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 
 
 def read_json(path: str) -> dict[str, Any]:
@@ -165,10 +166,16 @@ def _values(
 def to_yaml(path: str) -> str:
     """`agent mcp import FILE`: the YAML to paste into the config, comments first."""
     servers, notes = convert(read_json(path), keep_secrets=False)
-    lines = [f"# MCP servers imported from {path}"]
-    lines += [f"# {note}" for note in notes]
+    lines = [f"# MCP servers imported from {_comment(path)}"]
+    lines += [f"# {_comment(note)}" for note in notes]
     body = yaml.safe_dump({"mcp": {"servers": servers}}, sort_keys=False, allow_unicode=True)
     return "\n".join(lines) + "\n" + body
+
+
+def _comment(text: str) -> str:
+    """One comment line, whatever the JSON's names hold: a line break there would end the
+    comment and make the rest config (YAML breaks lines at \\x85 and U+2028/9 too)."""
+    return _BREAKS.sub("?", text)
 
 
 def load_json_servers(path: str) -> dict[str, McpServerConfig]:

@@ -129,5 +129,12 @@ def tool_result(result: Mapping[str, Any]) -> dict[str, Any]:
         out["error"] = text or "the tool reported an error"
     structured = result.get("structuredContent")
     if structured is not None:
-        out["structuredContent"] = structured
+        try:
+            size = len(json.dumps(structured, default=str))
+        except (ValueError, RecursionError):
+            size = MAX_TEXT + 1
+        if size <= MAX_TEXT:
+            out["structuredContent"] = structured
+        else:  # the loop cuts text, not a structure: too big, it is left out and said so
+            out["structuredContent_left_out"] = f"{size} characters of JSON"
     return out

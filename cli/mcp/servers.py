@@ -65,26 +65,32 @@ class Server:
     client: Client | None = None
     restarted: bool = False
     thread: threading.Thread | None = None
+    filled: list[str] = field(default_factory=list)  # values `${…}` put in: never shown
     started_at: float = 0.0
 
 
-def expand(value: str, environ: Mapping[str, str]) -> str:
+def expand(value: str, environ: Mapping[str, str], filled: list[str] | None = None) -> str:
     """`${NAME}` from our environment; a variable that is not set is an error (a missing
-    token should say so, not send an empty header)."""
+    token should say so, not send an empty header). `filled` collects the values put in,
+    which no message may show."""
 
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in environ:
             raise McpError(f"${{{name}}} is not set in the environment")
+        if filled is not None and environ[name]:
+            filled.append(environ[name])
         return environ[name]
 
     return _VARIABLE.sub(one, value)
 
 
-def server_environment(config: McpServerConfig, environ: Mapping[str, str]) -> dict[str, str]:
+def server_environment(
+    config: McpServerConfig, environ: Mapping[str, str], filled: list[str] | None = None
+) -> dict[str, str]:
     env = {k: v for k, v in environ.items() if k in ENV_ALLOWLIST or k.startswith("LC_")}
     env.setdefault("PATH", os.defpath)
-    env.update({k: expand(v, environ) for k, v in config.env.items()})
+    env.update({k: expand(v, environ, filled) for k, v in config.env.items()})
     return env
 
 
@@ -135,14 +141,14 @@ def wanted(config: McpServerConfig, tool: str) -> bool:
 
 def confined(
     config: McpServerConfig, argv: list[str], env: dict[str, str], cwd: str, spec: SandboxSpec
-) -> tuple[list[str], tuple[int, ...]]:
+) -> tuple[list[str], tuple[int, ...], dict[str, str]]:
     """The argv that starts a stdio server as its `sandbox` says, and the descriptors it
     needs: bubblewrap as for run_command (the root read-only, the allowed dirs writable,
     secrets hidden, private /tmp; no network unless `network: true`), or Landlock (writes
     only beneath the allowed dirs; no sockets but AF_UNIX, so no `network`)."""
     kind = config.sandbox
     if kind == "off":
-        return argv, ()
+        return argv, (), env
     from cli import sandbox
 
     program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
@@ -155,7 +161,9 @@ def confined(
         bwrap = sandbox.bwrap_argv(sandbox.bwrap_path() or "bwrap", spec, cwd, inner, 1 << 30)
         if config.network:
             bwrap.insert(bwrap.index("--unshare-all") + 1, "--share-net")
-        return [*bwrap, program, *argv[1:]], ()
+        # The environment goes to bwrap itself (which passes it on), not as --setenv
+        # arguments: a command line is readable by every user of the machine.
+        return [*_without_setenv(bwrap), program, *argv[1:]], (), inner
     if config.network:
         raise McpError("network: true needs sandbox: bwrap (Landlock's filter allows no sockets)")
     problem = sandbox.landlock_problem()
@@ -174,7 +182,19 @@ def confined(
     script = os.path.join(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "landlock.py"
     )
-    return [sys.executable, "-I", "-S", script, str(fd), "--", program, *argv[1:]], (fd,)
+    return [sys.executable, "-I", "-S", script, str(fd), "--", program, *argv[1:]], (fd,), inner
+
+
+def _without_setenv(argv: list[str]) -> list[str]:
+    out, skip = [], 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+        elif arg == "--setenv":
+            skip = 2
+        elif arg != "--clearenv":
+            out.append(arg)
+    return out
 
 
 class McpServers:
@@ -206,6 +226,7 @@ class McpServers:
         self._logs: list[IO[bytes]] = []
         self._lock = threading.Lock()
         self._tools: dict[str, McpTool] = {}
+        self._opened: list[Client] = []
 
     # -- start and stop ---------------------------------------------------------------------
 
@@ -242,18 +263,21 @@ class McpServers:
         ]
 
     def _connect(self, server: Server) -> None:
+        client: Client | None = None
         try:
             client = self._open(server)
             version = client.initialize(server.config.startup_timeout)
             tools = client.list_tools()
-        except TimeoutError:
-            self._fail(server, "did not answer in time")
-            return
-        except McpError as exc:
-            self._fail(server, str(exc))
-            return
         except Exception as exc:  # a server's odd answer must not end the session
-            self._fail(server, f"{type(exc).__name__}: {exc}")
+            if client is not None:
+                client.close()  # a server that failed to start is stopped, not left running
+            if isinstance(exc, TimeoutError):
+                why = "did not answer in time"
+            elif isinstance(exc, McpError):
+                why = str(exc)
+            else:
+                why = f"{type(exc).__name__}: {exc}"
+            self._fail(server, why)
             return
         if server.status != "starting":  # given up on meanwhile: do not keep it
             client.close()
@@ -265,7 +289,7 @@ class McpServers:
         client, server.client = server.client, None
         if client is not None:
             client.close()
-        server.status, server.error = "failed", why.split("\n")[0][:300]
+        server.status, server.error = "failed", self._unseen(server, why).split("\n")[0][:300]
 
     def _open(self, server: Server) -> Client:
         config = server.config
@@ -275,14 +299,18 @@ class McpServers:
 
             session = self._http_session() if self._http_session else requests.Session()
             session.trust_env = False  # no proxy of ours in between
-            headers = {k: expand(v, self.environ) for k, v in config.headers.items()}
+            filled = server.filled
+            headers = {k: expand(v, self.environ, filled) for k, v in config.headers.items()}
             # Messages name the URL as the config wrote it: a token filled in stays unseen.
-            transport = Http(expand(config.url, self.environ), headers, session, config.url)
+            url = expand(config.url, self.environ, filled)
+            transport = Http(url, headers, session, config.url)
         else:
-            env = server_environment(config, self.environ)
+            env = server_environment(config, self.environ, server.filled)
             cwd = os.path.join(self.cwd, os.path.expanduser(config.cwd)) if config.cwd else self.cwd
-            command = [expand(a, self.environ) for a in (config.command, *config.args)]
-            argv, fds = confined(config, command, env, cwd, self._sandbox or SandboxSpec())
+            command = [
+                expand(a, self.environ, server.filled) for a in (config.command, *config.args)
+            ]
+            argv, fds, env = confined(config, command, env, cwd, self._sandbox or SandboxSpec())
             self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             log = open(self.log_dir / f"{server.name}.log", "ab")  # noqa: SIM115
             written = shlex.join([config.command, *config.args])  # before ${…}: no token logged
@@ -291,17 +319,22 @@ class McpServers:
             echo = self._echo
             shown = None if echo is None else (lambda data, n=server.name: echo(n, data))
             transport = Stdio(argv, env=env, cwd=cwd, log=log, pass_fds=fds, echo=shown)
-        return Client(transport, config.timeout)
+        client = Client(transport, config.timeout)
+        with self._lock:
+            self._opened.append(client)  # whatever happens to it, close() stops it
+        return client
 
     def close(self) -> None:
         """Stop every server (stdin closed, SIGTERM, SIGKILL after 2 s), in parallel."""
         closing = []
         for server in self.servers.values():
-            client, server.client = server.client, None
-            if client is not None:
-                thread = threading.Thread(target=client.close, daemon=True)
-                thread.start()
-                closing.append(thread)
+            server.client = None
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for client in opened:  # ready ones, and those still starting or given up on
+            thread = threading.Thread(target=client.close, daemon=True)
+            thread.start()
+            closing.append(thread)
         for thread in closing:
             thread.join(timeout=10)
         for log in self._logs:
@@ -344,10 +377,11 @@ class McpServers:
             if server.status == "ready" and client and client.tools_changed.is_set():
                 try:
                     server.tools = client.list_tools()
-                    changed = True
-                except (McpError, TimeoutError) as exc:
-                    self._fail(server, f"could not list its tools again: {exc}")
-                    changed = True
+                except Exception as exc:  # a failure of this server, never of the session
+                    self._fail(
+                        server, f"could not list its tools again: {exc or type(exc).__name__}"
+                    )
+                changed = True
         if changed:
             self._rebuild()
 
@@ -358,6 +392,9 @@ class McpServers:
         if tool is None:
             return {"success": False, "error": f"{name} is no longer offered by its server"}
         server = self.servers[tool.server]
+        transport = server.client.transport if server.client else None
+        if isinstance(transport, Http) and transport.broken:
+            server.restarted = False  # an HTTP session that expired is opened again, always
         if server.client is None or not server.client.transport.alive:
             if server.restarted:
                 why = server.error or "it stopped"
@@ -382,11 +419,21 @@ class McpServers:
                 "error": f"{tool.tool} on MCP server {server.name} did not answer within "
                 f"{server.config.timeout:g} s (it was told to cancel)",
             }
-        except protocol.RpcError as exc:
-            return {"success": False, "error": f"MCP server {server.name}: {exc}"}
-        except McpError as exc:
-            return {"success": False, "error": f"MCP server {server.name}: {exc}"}
+        except McpError as exc:  # a JSON-RPC error too: a failure the model can read
+            return {
+                "success": False,
+                "error": self._unseen(server, f"MCP server {server.name}: {exc}"),
+            }
+        except Exception as exc:  # what a library raised on an odd answer: a failure, no traceback
+            why = f"MCP server {server.name}: {type(exc).__name__}: {exc}"
+            return {"success": False, "error": self._unseen(server, why)}
         return protocol.tool_result(result)
+
+    @staticmethod
+    def _unseen(server: Server, text: str) -> str:
+        for value in server.filled:  # a token put in from the environment stays unseen
+            text = text.replace(value, "${…}")
+        return text
 
     def status(self) -> list[dict[str, Any]]:
         """For `agent mcp list` and `/mcp`."""

@@ -194,6 +194,8 @@ class Stdio(Transport):
                 answer = self._waiting.get(message["id"])
             if answer is not None and answer.empty():
                 answer.put_nowait(message)
+            else:  # an id we are not waiting for (late, after a timeout, or made up)
+                self._note(f"[a response to no pending request: id {mid!r}]\n".encode()[:300])
             return
         handler = self.on_message
         reply = handler(message) if handler else None
@@ -294,6 +296,10 @@ class Http(Transport):
     def alive(self) -> bool:
         return not self.broken
 
+    def _reason(self, exc: Exception) -> str:
+        """Why a request failed, without the URL it went to (which may hold a token)."""
+        return _reason(exc).replace(self.address, self.url)
+
     def _headers(self) -> dict[str, str]:
         headers = {
             **self.headers,
@@ -320,7 +326,7 @@ class Http(Transport):
         except requests.Timeout:
             raise TimeoutError from None
         except requests.RequestException as exc:
-            raise McpError(f"cannot reach {self.url}: {_reason(exc)}") from None
+            raise McpError(f"cannot reach {self.url}: {self._reason(exc)}") from None
         if response.status_code == 401:
             response.close()
             raise McpError(
@@ -356,7 +362,9 @@ class Http(Transport):
             except (ValueError, RecursionError):
                 raise McpError(f"{self.url} answered with something that is not JSON") from None
             except requests.RequestException as exc:
-                raise McpError(f"the answer from {self.url} broke off: {_reason(exc)}") from None
+                raise McpError(
+                    f"the answer from {self.url} broke off: {self._reason(exc)}"
+                ) from None
         for item in body if isinstance(body, list) else [body]:
             if isinstance(item, dict) and item.get("id") == message["id"] and "method" not in item:
                 return item
@@ -378,7 +386,9 @@ class Http(Transport):
                         return message
                     self._handle(message)
             except requests.RequestException as exc:
-                raise McpError(f"the event stream from {self.url} broke: {_reason(exc)}") from None
+                raise McpError(
+                    f"the event stream from {self.url} broke: {self._reason(exc)}"
+                ) from None
             finally:
                 response.close()
             if stream.last_id is None:
@@ -397,7 +407,7 @@ class Http(Transport):
                     allow_redirects=False,
                 )
             except requests.RequestException as exc:
-                raise McpError(f"cannot resume the event stream: {_reason(exc)}") from None
+                raise McpError(f"cannot resume the event stream: {self._reason(exc)}") from None
             if response.status_code >= 300:
                 response.close()
                 raise McpError(
@@ -418,11 +428,11 @@ class Http(Transport):
         self._post(message, 10.0).close()
 
     def close(self) -> None:
-        if self.session_id:  # the spec's polite end of a session
+        if self.session_id:  # the spec's polite end of a session, once
+            headers = self._headers()
+            self.session_id = None
             try:
-                self.session.delete(
-                    self.address, headers=self._headers(), timeout=2, allow_redirects=False
-                )
+                self.session.delete(self.address, headers=headers, timeout=2, allow_redirects=False)
             except requests.RequestException:
                 pass
         self.session.close()
