@@ -184,7 +184,7 @@ class Agent:
         if self.mcp is not None:
             self.mcp.close()
 
-    def _mcp_tools(self) -> list[str]:
+    def mcp_tools(self) -> list[str]:
         """The MCP servers' tools as they are now (listed again where a server said they
         changed); the first time, after waiting for the servers to start, the lines saying
         which could not be used."""
@@ -268,7 +268,7 @@ class Agent:
     def _loop(self, conversation: list[Message]) -> Iterator[Event]:
         started = self.clock()
         info = self.model_info()
-        for line in self._mcp_tools():
+        for line in self.mcp_tools():
             yield Notice(line)
         mode = self.tool_mode(info)
         if self.mcp is not None and mode == "prompt":  # the prompt lists the servers' tools too
@@ -282,7 +282,7 @@ class Agent:
         while True:
             steps += 1
             if steps > 1 and self.mcp is not None and mode != "off":
-                self._mcp_tools()  # a server's list_changed is heard before the next step
+                self.mcp_tools()  # a server's list_changed is heard before the next step
                 if self.policy.enabled_tools() != tool_names:
                     tool_names = self.policy.enabled_tools()
                     definitions = [self.toolbox[name].definition() for name in tool_names]

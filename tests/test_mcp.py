@@ -413,8 +413,7 @@ def test_chat_lists_servers_with_slash_mcp(
 ) -> None:
     yaml_text = yaml.safe_dump({"mcp": {"servers": {"s": stdio(script(tmp_path))}}})
     chat = make_chat(yaml_text)
-    chat.session.agent.mcp.wait()  # type: ignore[union-attr]
-    chat.run("/mcp\r")
+    chat.run("/mcp\r")  # before any prompt: it waits for the server to start
     assert f"s (stdio) · ready · {len(BASE_TOOLS)} tools · protocol 2025-11-25" in chat.text
     assert "    mcp__s__echo" in chat.text
 

@@ -425,7 +425,8 @@ class Http(Transport):
                 pass
 
     def notify(self, message: dict[str, Any]) -> None:
-        self._post(message, 10.0).close()
+        timeout = 2.0 if message.get("method") == "notifications/cancelled" else 10.0
+        self._post(message, timeout).close()
 
     def close(self) -> None:
         if self.session_id:  # the spec's polite end of a session, once

@@ -364,6 +364,8 @@ def _mcp(session: ChatSession, _argument: str) -> bool:
     if servers is None:
         session.say("no MCP servers configured (mcp.servers in the config, or --mcp-config)", "dim")
         return True
+    for line in session.agent.mcp_tools():  # waits for those still starting, said once
+        session.say(line, "yellow")
     for line in status_lines(servers.status()):
         session.say(line)
     return True
