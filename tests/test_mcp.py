@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -529,9 +530,20 @@ def test_a_sandboxed_server_writes_only_in_the_allowed_dirs(
     problem = sandbox.bwrap_problem() if kind == "bwrap" else sandbox.landlock_problem()
     if problem:
         pytest.skip(f"{kind} cannot run here: {problem}")
-    # The script lives in the workspace: bwrap gives the server a private /tmp. This
-    # interpreter may live in /root (pyenv), a blocked dir the sandbox would hide.
-    server = stdio(script(workspace), sandbox=kind, network=network)
+    # bwrap gives the server a private /tmp, where this checkout (and its venv) may be: the
+    # server (stdlib only) is copied into the workspace and run by the base interpreter.
+    # That may live in /root (pyenv), a blocked dir the sandbox would hide: hence
+    # blocked_dirs below.
+    python = os.path.realpath(sys.executable)
+    if python.startswith("/tmp/"):
+        pytest.skip(f"this interpreter ({python}) is under /tmp, which bwrap replaces")
+    shutil.copy(SERVER, workspace / "mcp_server.py")
+    server = {
+        "command": python,
+        "args": [str(workspace / "mcp_server.py"), script(workspace)],
+        "sandbox": kind,
+        "network": network,
+    }
     cfg = config(workspace, {"s": server}, ALLOW + "  blocked_dirs: [/etc/shadow]\n")
     port = int(ollama.url.rsplit(":", 1)[1])
     outside = REPO / "tests" / f".outside-{os.getpid()}-{kind}-{network}"  # not under /tmp
