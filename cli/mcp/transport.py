@@ -27,7 +27,7 @@ from cli.mcp.protocol import McpError, encode
 OnMessage = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 MAX_LINE = 16 * 1024 * 1024  # one message; beyond, the server is not one we can talk to
 MAX_BODY = 16 * 1024 * 1024  # one HTTP answer (an event stream: one event)
-MAX_LOG = 10 * 1024 * 1024  # of a server's stderr and stray stdout kept per session
+MAX_LOG = 10 * 1024 * 1024  # of a server's stderr and stray stdout kept each time it starts
 KILL_AFTER = 2.0  # seconds between SIGTERM and SIGKILL at shutdown
 MAX_RESUMES = 5  # times an event stream that ended early is resumed
 
@@ -217,13 +217,13 @@ class Stdio(Transport):
             pass
 
     def _note(self, data: bytes) -> None:
-        """To the server's log, at most MAX_LOG bytes a session (then one line saying so)."""
+        """To the server's log, at most MAX_LOG bytes per start (then one line saying so)."""
         if self.log is None or self._logged > MAX_LOG:
             return
         self._logged += len(data)
         if self._logged > MAX_LOG:
             data = data[: max(0, MAX_LOG - (self._logged - len(data)))]
-            data += b"\n[log cut: more than 10 MB this session]\n"
+            data += b"\n[log cut: more than 10 MB since the server started]\n"
         try:
             self.log.write(data)
             self.log.flush()
