@@ -195,19 +195,9 @@ class Agent:
             said, self._mcp_waited = self.mcp.wait(), True
         else:
             self.mcp.refresh()
-        listed = self.mcp.tools
-        servers = self.mcp
-        extra = {
-            name: Tool(
-                name,
-                tool.description,
-                tool.parameters,
-                lambda _ctx, args, _paths, name=name: servers.call(name, args),  # type: ignore[misc]
-            )
-            for name, tool in listed.items()
-        }
-        self.toolbox = {**tools.ALL_TOOLS, **extra}
-        self.policy.mcp_tools = tuple(listed)
+        offered = self.mcp.offered
+        self.toolbox = {**tools.ALL_TOOLS, **offered}
+        self.policy.mcp_tools = tuple(offered)
         return said
 
     # -- model ----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from cli.mcp.client import Client
 from cli.mcp.protocol import McpError
 from cli.mcp.transport import Http, Stdio, Transport
 from cli.sandbox import SandboxSpec
+from cli.tools.base import Runner, Tool
 
 MAX_NAME = 64  # what Ollama and OpenAI-compatible servers accept as a tool name
 MAX_TOOLS = 128  # tools offered from one server (every request carries their schemas)
@@ -45,13 +46,12 @@ ENV_ALLOWLIST = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", 
 
 @dataclass(frozen=True)
 class McpTool:
-    """One tool as the model sees it, and where it goes."""
+    """One server's tool: as the loop offers and runs it (a Tool like our own, named
+    mcp__server__tool, at most 64 characters, unique), and where it goes."""
 
-    name: str  # mcp__server__tool, at most 64 characters, unique
+    offered: Tool
     server: str
     tool: str  # the server's own name for it
-    description: str
-    parameters: Mapping[str, Any]
 
 
 @dataclass
@@ -360,14 +360,23 @@ class McpServers:
                 description = str(tool.get("description") or tool.get("title") or "")
                 description = f"[MCP server {server.name}] {description}".strip()
                 name = names[tool["name"]]
-                tools[name] = McpTool(name, server.name, tool["name"], description[:2000], schema)
+                offered = Tool(name, description[:2000], schema, self._runner(name))
+                tools[name] = McpTool(offered, server.name, tool["name"])
         with self._lock:
             self._tools = tools
+
+    def _runner(self, name: str) -> Runner:
+        return lambda _ctx, arguments, _paths: self.call(name, arguments)
 
     @property
     def tools(self) -> dict[str, McpTool]:
         with self._lock:
             return dict(self._tools)
+
+    @property
+    def offered(self) -> dict[str, Tool]:
+        """The tools to offer beside ours, by name."""
+        return {name: tool.offered for name, tool in self.tools.items()}
 
     def refresh(self) -> None:
         """Before a model step: list again the tools of servers that said they changed."""
@@ -439,7 +448,7 @@ class McpServers:
         """For `agent mcp list` and `/mcp`."""
         rows = []
         for server in self.servers.values():
-            mine = [t for t in self.tools.values() if t.server == server.name]
+            mine = [name for name, t in self.tools.items() if t.server == server.name]
             rows.append(
                 {
                     "name": server.name,
@@ -447,7 +456,7 @@ class McpServers:
                     "status": server.status,
                     "protocol_version": server.version or None,
                     "error": server.error or None,
-                    "tools": [t.name for t in mine],
+                    "tools": mine,
                 }
             )
         return rows
