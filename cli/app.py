@@ -689,6 +689,12 @@ def history(
             terminal.stdout.write("\n".join(history_rows(changes, terminal.cwd)) + "\n")
 
 
+NeverAskOpt = Annotated[
+    bool,
+    typer.Option("-y", "--yes", help="Never ask: a conflict (the file changed since) is refused."),
+]
+
+
 @app.command(
     "undo",
     help="Take back the newest change the agent made under this directory that is not undone "
@@ -715,12 +721,7 @@ def undo(
         bool,
         typer.Option("--all", help="Not only the changes under this directory."),
     ] = False,
-    yes: Annotated[
-        bool,
-        typer.Option(
-            "-y", "--yes", help="Never ask: a conflict (the file changed since) is refused."
-        ),
-    ] = False,
+    yes: NeverAskOpt = False,
 ) -> None:
     _undo_command(ctx, change, turn=turn, everywhere=everywhere, yes=yes, redo=False)
 
@@ -737,12 +738,7 @@ def redo(
         bool,
         typer.Option("--all", help="Not only the undos of changes under this directory."),
     ] = False,
-    yes: Annotated[
-        bool,
-        typer.Option(
-            "-y", "--yes", help="Never ask: a conflict (the file changed since) is refused."
-        ),
-    ] = False,
+    yes: NeverAskOpt = False,
 ) -> None:
     _undo_command(ctx, None, turn=False, everywhere=everywhere, yes=yes, redo=True)
 
