@@ -751,24 +751,26 @@ def _replace(
     file exists, so that a kill -9 leaves a note of what to clean up."""
     temp = f"{TEMP_PREFIX}{name[:40]}.{os.getpid()}-{os.urandom(4).hex()}"
     with pending(temp) if pending else nullcontext():
-        # O_EXCL|O_NOFOLLOW: a link planted at the temp name is refused; 0o600 until the
-        # content is complete, so nobody reads a half-written secret.
-        fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
+        # One handler around everything up to the rename: a Ctrl-C lands between any two
+        # instructions (even between os.open returning and `fd` being bound), and the temp
+        # name is ours alone, so unlinking it when it is not there is harmless.
+        fd = -1
         try:
+            # O_EXCL|O_NOFOLLOW: a link planted at the temp name is refused; 0o600 until the
+            # content is complete, so nobody reads a half-written secret.
+            fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
             os.fchmod(fd, mode)
             os.fsync(fd)
             written = os.fstat(fd)
-        except BaseException:
-            os.close(fd)
-            _unlink_quietly(dir_fd, temp)
-            raise
-        os.close(fd)
-        try:
+            fd, closing = -1, fd
+            os.close(closing)
             os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
+            if fd >= 0:
+                os.close(fd)
             _unlink_quietly(dir_fd, temp)
             raise
     _fsync_dir(dir_fd)
