@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,fast]'
 	@touch $(STAMP)
 
 run: install  ## start an interactive session (make run ARGS="-m llama3.1")
@@ -31,7 +31,13 @@ format: install
 	$(BIN)/ruff check --fix cli tests bench
 	$(BIN)/ruff format cli tests bench
 
-bench: install  ## speed and memory ratios against in-run baselines
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	@touch $(BENCH_STAMP)
+
+bench: install $(BENCH_STAMP)  ## speed and memory ratios against in-run baselines (ARGS=--quick)
 	$(BIN)/python -m bench $(ARGS)
 
 # Not part of `test`: builds llama-cpp-python once into ~/.cache/metona-agent-e2e (minutes).

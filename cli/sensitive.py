@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 # Words that name a secret: in file names (`credentials`, `password`) and, for the audit
@@ -512,10 +512,19 @@ class PathClass:
     _anchored: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _relative: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _free: re.Pattern[str] = field(init=False, repr=False, compare=False)
-    _span: int = field(init=False, repr=False, compare=False)  # most components a relative glob has
+    # For match_entry: relative entries of one component as a test of the last name, and
+    # those of several (`.aws/credentials`) tried from the start of the _span-th last one.
+    _name: _NameTest = field(init=False, repr=False, compare=False)
+    _nested: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    # The names a nested glob's next-to-last component can have (lowered; None: it has
+    # wildcards, no such test): an entry whose directory has another name matches none.
+    _nested_parents: frozenset[str] | None = field(init=False, repr=False, compare=False)
+    _free_search: Callable[[str], object] | None = field(init=False, repr=False, compare=False)
+    _span: int = field(init=False, repr=False, compare=False)  # most components a nested glob has
 
     def __post_init__(self) -> None:
         anchored_parts, relative_parts, free_parts = [], [], [f"(?:{r})" for r in self.regexes]
+        single, nested, nested_globs = [], [], []
         span = 1
         for glob in self.globs:
             if anchored(glob, self.homes[0]) is not None:
@@ -525,7 +534,12 @@ class PathClass:
             else:
                 body = glob.strip("/")
                 relative_parts.append(_glob_regex(body))
-                span = max(span, body.count("/") + 1)
+                if "/" in body:
+                    nested.append(_glob_regex(body))
+                    nested_globs.append(body)
+                    span = max(span, body.count("/") + 1)
+                else:
+                    single.append(body)
 
         def compiled(parts: list[str], suffix: str = "") -> re.Pattern[str]:
             alternatives = "|".join(dict.fromkeys(parts))
@@ -534,6 +548,20 @@ class PathClass:
         object.__setattr__(self, "_anchored", compiled(anchored_parts))  # frozen: set once
         object.__setattr__(self, "_relative", compiled(relative_parts, "(?:/|$)"))
         object.__setattr__(self, "_free", compiled(free_parts))
+        # Searching with a pattern that never matches still tries every position: skip it.
+        object.__setattr__(
+            self, "_free_search", compiled(free_parts).search if free_parts else None
+        )
+        object.__setattr__(self, "_name", _NameTest(single))
+        parents = [glob.split("/")[-2] for glob in nested_globs]
+        plain = all(p.isascii() and not has_wildcards(p) and "\\" not in p for p in parents)
+        object.__setattr__(
+            self, "_nested_parents", frozenset(p.lower() for p in parents) if plain else None
+        )
+        nested_pattern = compiled(nested, "(?:/|$)").pattern
+        object.__setattr__(
+            self, "_nested", re.compile(f"(?:[^/]*/)*?{nested_pattern}", re.IGNORECASE)
+        )
         object.__setattr__(self, "_span", span)
 
     def match(self, path: str) -> bool:
@@ -545,11 +573,30 @@ class PathClass:
     def match_entry(self, path: str) -> bool:
         """`match` for a walk that has checked every ancestor of `path` already and found it
         not in the class: a match must then end at the last component, so only the last few
-        component starts need trying, however deep the path."""
-        if self._anchored.match(path) or self._free.search(path):
+        component starts need trying, however deep the path (tests/test_path_classes.py
+        compares it with `match`)."""
+        if self._anchored.match(path) or (self._free_search and self._free_search(path)):
             return True
-        starts = _starts(path)[-self._span :]
-        return any(self._relative.match(path, start) for start in starts)
+        last = path.rfind("/") + 1
+        if self._name.matches(path, last):
+            return True
+        if self._span == 1:
+            return False
+        if last < 2:
+            return False  # no directory above the name: a glob of two components or more fails
+        start = path.rfind("/", 0, last - 1)
+        parents = self._nested_parents
+        if parents is not None:
+            parent = path[start + 1 : last - 1]
+            if parent.isascii() and parent.lower() not in parents:
+                return False
+        for _ in range(self._span - 2):
+            if start < 0:
+                break
+            start = path.rfind("/", 0, start)
+        # From the start of the _span-th last component (or the path's start), where the
+        # pattern tries each component start in turn.
+        return self._nested.match(path, max(start, -1) + 1) is not None
 
     def anchored_paths(self) -> list[str]:
         """The concrete paths this class names outside any tree walk: anchored entries, and
@@ -564,6 +611,71 @@ class PathClass:
                 if root is not None and not has_wildcards(root):
                     out.append(os.path.normpath(root))
         return list(dict.fromkeys(out))
+
+
+class _NameTest:
+    """Globs of one component as a test of a path's last name. The usual shapes — `NAME`,
+    `PREFIX*`, `*SUFFIX`, `*PART*` of ASCII letters — are set and string tests on the name
+    lowered, which for an ASCII name is what re.IGNORECASE does; other globs, and any name
+    that is not ASCII, go through the regex."""
+
+    def __init__(self, globs: Sequence[str]) -> None:
+        exact, prefixes, suffixes, parts, other = set(), [], [], [], []
+        for glob in globs:
+            core = glob.strip("*")
+            stars = (glob.startswith("*"), glob.endswith("*"))
+            if not core or not core.isascii() or any(c in core for c in "*?[]\\"):
+                other.append(glob)
+            elif stars == (False, False):
+                exact.add(core.lower())
+            elif stars == (False, True):
+                prefixes.append(core.lower())
+            elif stars == (True, False):
+                suffixes.append(core.lower())
+            elif glob == f"*{core}*":
+                parts.append(core.lower())
+            else:
+                other.append(glob)
+        self._exact = frozenset(exact)
+        self._prefixes, self._suffixes, self._parts = tuple(prefixes), tuple(suffixes), parts
+        alternatives = "|".join(dict.fromkeys(_glob_regex(g) for g in other)) or "(?!)"
+        self._other = re.compile(f"(?:{alternatives})$", re.IGNORECASE)
+        self._other_literals = _literals(other) if other else ()
+        everything = "|".join(dict.fromkeys(_glob_regex(g) for g in globs)) or "(?!)"
+        self._all = re.compile(f"(?:{everything})$", re.IGNORECASE)
+
+    def matches(self, path: str, start: int) -> bool:
+        """Does the name at path[start:] (no slash in it) match one of the globs?"""
+        name = path[start:]
+        if not name.isascii():
+            return self._all.match(path, start) is not None
+        low = name.lower()
+        if low in self._exact or low.startswith(self._prefixes) or low.endswith(self._suffixes):
+            return True
+        for part in self._parts:
+            if part in low:
+                return True
+        literals = self._other_literals
+        if literals is not None:
+            for literal in literals:
+                if literal in low:
+                    break
+            else:
+                return False
+        return self._other.match(path, start) is not None
+
+
+def _literals(globs: Sequence[str]) -> tuple[str, ...] | None:
+    """For each glob the longest run of plain ASCII characters (lowered) that every path it
+    matches holds; None if some glob has none (then there is no such shortcut)."""
+    out = []
+    for glob in globs:
+        runs = re.split(r"\[[^\]]*\]|[*?\[\]\\]", glob)
+        best = max(runs, key=len)
+        if not best or not best.isascii():
+            return None
+        out.append(best.lower())
+    return tuple(dict.fromkeys(out))
 
 
 def _starts(path: str) -> list[int]:

@@ -88,6 +88,7 @@ def build_agent(
         cwd=policy.cwd,
         limits=config.policy.limits,
         hides=policy.hides,
+        hides_entry=policy.hides_entry,
         environ=dict(environ),
         roots=policy.allowed_dirs,
         sandbox=sandbox_spec(config, policy, home),

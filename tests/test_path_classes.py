@@ -604,3 +604,66 @@ def test_a_dangling_link_named_like_a_secret_breaks_no_sandbox(sandbox_home: Pat
     (sandbox_home / "notes" / ".env").symlink_to("/nonexistent-zz/y")
     result = run_in(sandbox_home, "echo still-sandboxed")
     assert result["stdout"] == "still-sandboxed\n" and result["sandbox"] == "bwrap"
+
+
+# -- the walk's shortcut: match_entry and hides_entry say what match and hides say ----------
+
+_PIECES = (
+    *(".aws", "credentials", "config", ".docker", "config.json", ".kube", "gh", "hosts.yml"),
+    *(".config", ".cargo", "credentials.toml", "containers", "auth.json", ".ssh", ".env"),
+    *("x.env", "id_rsa.pub", "secret.json", "Secrets", "my.KEY", "K.pem", "İd_rsa", "ſecrets"),
+    *("tokens.JSON", "src", "node_modules", "a", "prod", "deploy.yml", "Ünïcode", "wk[1]"),
+    *("keys", "vault.txt", "notes.md", "PASSWORD.txt", "ci", "x*y"),
+)
+# User entries of every shape _NameTest and the nested test sort: exact, prefix, suffix, part,
+# classes, `?`, non-ASCII, nested with a wildcard parent, and `**`.
+_USER_GLOBS = (
+    "vault.txt",
+    "deploy*",
+    "*.KEY",
+    "*wk[0-9]*",
+    "n?tes.md",
+    "Ünï*",
+    "prod/*.yml",
+    "*/keys/*",
+    "ci/**/deploy.yml",
+    "x\\*y",
+)
+
+
+def _paths(seed: int, count: int) -> list[str]:
+    rng = __import__("random").Random(seed)
+    out = []
+    for _ in range(count):
+        parts = [rng.choice(_PIECES) for _ in range(rng.randint(1, 6))]
+        out.append("/home/u/" + "/".join(parts) if rng.random() < 0.7 else "/".join(parts))
+    return out
+
+
+@pytest.mark.parametrize("globs", [(), _USER_GLOBS], ids=["defaults", "user-entries"])
+def test_match_entry_agrees_with_match_wherever_no_ancestor_matches(globs: tuple[str, ...]) -> None:
+    classes = sensitive.build("/home/u", extra_secrets=globs, extra_surfaces=globs)
+    checked = 0
+    for path in _paths(11, 40_000):
+        for cls in (classes.secrets, classes.surfaces):
+            ancestors = [path[:i] for i, c in enumerate(path) if c == "/" and i > 0]
+            if any(cls.match(a) for a in ancestors):
+                continue  # a walk never gets here: it does not enter a matching dir
+            assert cls.match_entry(path) == cls.match(path), path
+            checked += 1
+    assert checked > 20_000
+
+
+def test_hides_entry_agrees_with_hides_below_a_directory_that_is_not_hidden(home: Path) -> None:
+    policy = home_policy(home, "policy:\n  blocked_dirs: [~/work/blocked, /home/u/prod]\n")
+    blocked = home / "work" / "blocked"
+    paths = [str(blocked), str(blocked) + "x", *(_paths(5, 20_000))]
+    paths += [str(home / p.lstrip("/")) for p in _paths(6, 5_000)]
+    checked = 0
+    for path in paths:
+        parent = os.path.dirname(path)
+        if not path.startswith("/") or policy.hides(parent):
+            continue
+        assert policy.hides_entry(path) == policy.hides(path), path
+        checked += 1
+    assert checked > 5_000 and policy.hides_entry(str(blocked))

@@ -56,6 +56,9 @@ class ToolContext:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     # True for paths a walk must not open (blocked dirs, secrets): the policy's `hides`.
     hides: Callable[[str], bool] = lambda _path: False
+    # The same for an entry of a walk whose directory is not hidden (the policy's
+    # `hides_entry`): cheaper per entry. None: `hides` is used.
+    hides_entry: Callable[[str], bool] | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
     # The allowed dirs, resolved (the policy's `allowed_dirs`): a file operation stays beneath
@@ -73,6 +76,13 @@ class ToolContext:
     edits: EditFailures = field(default_factory=EditFailures)
     # What a person agreed may go without a backup (see Consent).
     consent: Consent = field(default_factory=Consent)
+
+    def walk_hides(self, top: str) -> Callable[[str], bool]:
+        """What a walk below `top` asks of each entry: `hides_entry` when `top` itself is not
+        hidden (which is what that shortcut needs), `hides` otherwise."""
+        if self.hides_entry is None or self.hides(top):
+            return self.hides
+        return self.hides_entry
 
     def show(self, path: str) -> str:
         return display_path(path, self.cwd)

@@ -623,12 +623,21 @@ def open_subdir(dir_fd: int, name: str) -> int | None:
 
 
 def read_at(
-    dir_fd: int, name: str, shown: str, max_bytes: int, checked: FileId | None = None
+    dir_fd: int,
+    name: str,
+    shown: str,
+    max_bytes: int,
+    checked: FileId | None = None,
+    *,
+    seen_regular: bool = False,
 ) -> FileData:
     """Read the regular file `name` in dir_fd: never a symlink, FIFO, socket or device, never
     more than max_bytes (one byte more tells it is over), and not one that has gained hard
-    links since `checked` (HardLinked)."""
-    _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
+    links since `checked` (HardLinked). It is looked at before it is opened (a device is
+    never opened), unless the caller has just seen it is a regular file (`seen_regular`: a
+    walk's scandir said so); after opening, fstat decides either way."""
+    if not seen_regular:
+        _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
     fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     try:
         info = os.fstat(fd)
@@ -636,10 +645,21 @@ def read_at(
         check_links(info, checked, shown)
         if info.st_size > max_bytes:
             raise too_large(shown, info.st_size, max_bytes)
-        data = _read_capped(fd, shown, max_bytes)
+        data = _read_capped(fd, shown, max_bytes, info.st_size)
         return FileData(data, info.st_size, info.st_mode, Fingerprint.of(info))
     finally:
         os.close(fd)
+
+
+def read_below(dir_fd: int, relative: str, shown: str, max_bytes: int) -> FileData:
+    """read_at for `relative` (a/b/c) below dir_fd, reached without following any symlink and
+    without leaving dir_fd (as _reach): for a file a walk saw, read after the walk moved on."""
+    *dirs, name = relative.split("/")
+    parent = _reach(dir_fd, dirs)
+    try:
+        return read_at(parent, name, shown, max_bytes)
+    finally:
+        os.close(parent)
 
 
 def check_links(info: os.stat_result, checked: FileId | None, shown: str) -> None:
@@ -671,17 +691,25 @@ def _require_regular(mode: int, shown: str) -> None:
     raise ToolError(f"{shown} is {describe_kind(mode)}, not a regular file", hint)
 
 
-def _read_capped(fd: int, shown: str, max_bytes: int) -> bytes:
+def _read_capped(fd: int, shown: str, max_bytes: int, expected: int = 0) -> bytes:
+    """Up to max_bytes of fd (more is an error). Having read the `expected` size fstat gave,
+    it stops without the read that would only say end-of-file: what was there when it was
+    looked at (a file that grew is read on, and then refused past max_bytes)."""
     chunks: list[bytes] = []
     total = 0
+    # Asking for the expected size and one byte more (which says the file grew) allocates
+    # what the file needs, not a megabyte per small file.
+    want = expected + 1 if 0 < expected < 1 << 20 else 1 << 20
     while True:
-        chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+        chunk = os.read(fd, min(want, max_bytes + 1 - total))
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
         total += len(chunk)
         if total > max_bytes:  # the size grew, or fstat lied (procfs says 0)
             raise too_large(shown, total, max_bytes)
+        if total == expected:
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _write_at(

@@ -28,7 +28,12 @@ def list_directory(
     hidden = bool(args.get("include_hidden"))
     with fsops.open_dir(fsops.target(ctx, path), "use read_file for files") as top:
         walked = Walk(
-            top, path, max_visits=cap, max_depth=depth, include_hidden=hidden, hides=ctx.hides
+            top,
+            path,
+            max_visits=cap,
+            max_depth=depth,
+            include_hidden=hidden,
+            hides=ctx.walk_hides(path),
         )
         with closing(walked):
             entries = _collect(walked, recursive, extension)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Callable, Mapping
 from contextlib import closing
@@ -11,7 +12,7 @@ from typing import Any
 
 from cli.config import LimitsConfig
 from cli.paths import ResolvedPath
-from cli.tools import fsops
+from cli.tools import fsops, ripgrep
 from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, integer, params, string
 from cli.tools.listing import normalize_extension
 from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
@@ -34,9 +35,12 @@ def search_files(
     if max_results < 1:
         raise ToolError("max_results must be at least 1")
     wanted = _Query(
+        query=query,
+        case_sensitive=case,
         search_type=search_type,
         name_matches=_name_matcher(query, case),
         needle=re.compile(re.escape(query), 0 if case else re.IGNORECASE),
+        holds=_whole_file_check(query, case),
         extensions=tuple(
             e for e in map(normalize_extension, args.get("file_extensions") or []) if e
         ),
@@ -45,28 +49,130 @@ def search_files(
     )
     scan = _Scan()
     hint = "; search_files searches below a directory"
+    rg = _proposer(ctx, query, case, search_type)
+    hides = ctx.walk_hides(root)
     with fsops.open_dir(fsops.target(ctx, root), hint) as top:
         # Every entry the walk reads counts, directories and files the filters skip included:
         # a filter that matches nothing must not make the search walk the whole tree.
         walked = Walk(
-            top, root, max_visits=limits.max_search_files, include_hidden=False, hides=ctx.hides
+            top,
+            root,
+            max_visits=limits.max_search_files,
+            include_hidden=False,
+            hides=hides,
         )
-        with closing(walked):
-            for entry in walked:
-                if _searchable(entry, wanted, ctx) and not _visit(entry, wanted, scan, ctx):
+        if rg is None:
+            _search_walking(walked, wanted, scan, ctx)
+        else:
+            _search_proposed(walked, top, root, rg, wanted, scan, ctx)
+    return _result(query, search_type, scan, wanted.max_results)
+
+
+def _search_walking(walked: Walk, wanted: _Query, scan: _Scan, ctx: ToolContext) -> None:
+    """Each file is searched as the walk reaches it, read through its directory's fd."""
+    with closing(walked):
+        for entry in walked:
+            if _searchable(entry, wanted, walked.hides):
+                read = functools.partial(_read_in_dir, entry)
+                if not _visit(entry.path, entry.dirent.name, read, wanted, scan, ctx):
                     break
     scan.visited = walked.visited
     if walked.truncated and not scan.truncated:
         scan.truncated = True
         scan.note = _walk_note(walked)
-    return _result(query, search_type, scan, wanted.max_results)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """A file the walk found searchable, and how far the walk was when it got there."""
+
+    path: str
+    relative: str
+    name: str
+    visited: int
+    over_cap: bool
+    too_deep: bool
+
+
+def _search_proposed(
+    walked: Walk, top: int, root: str, rg: str, wanted: _Query, scan: _Scan, ctx: ToolContext
+) -> None:
+    """The walk first; then rg says which of the files it found may hold the text; then each
+    file is visited in walk order as _search_walking would, its content read (again, below
+    the top's fd, never through a symlink) only if rg proposed it. What is reported is the
+    same as _search_walking's: the counts and notes are those the walk had at the file where
+    the search stops."""
+    seen: list[_Seen] = []
+    with closing(walked):
+        for entry in walked:
+            if _searchable(entry, wanted, walked.hides):
+                seen.append(
+                    _Seen(
+                        entry.path,
+                        entry.relative,
+                        entry.dirent.name,
+                        walked.visited,
+                        walked.over_cap,
+                        walked.too_deep,
+                    )
+                )
+    proposed: set[str] | None = None
+    if len(seen) >= ripgrep.MIN_FILES:
+        proposed = ripgrep.candidates(
+            rg,
+            root,
+            [s.relative for s in seen],
+            wanted.query,
+            wanted.case_sensitive,
+            wanted.limits.max_search_file_bytes,
+        )
+
+    def reader(file: _Seen) -> Reader:
+        if proposed is not None and file.relative not in proposed:
+            return lambda _max_bytes, _scan: None  # rg read it: the text is not there
+        return functools.partial(_read_below, top, file.relative)
+
+    stopped_at: _Seen | None = None
+    for file in seen:
+        if not _visit(file.path, file.name, reader(file), wanted, scan, ctx):
+            stopped_at = file
+            break
+    if stopped_at is None:
+        scan.visited = walked.visited
+        if walked.truncated and not scan.truncated:
+            scan.truncated = True
+            scan.note = _walk_note(walked)
+    else:
+        scan.visited = stopped_at.visited  # what the walk had read when _search_walking stops
+
+
+def _proposer(ctx: ToolContext, query: str, case: bool, search_type: str) -> str | None:
+    """The rg that proposes files for this search, or None: Python reads every file."""
+    try:
+        choice = ripgrep.engine(ctx.environ)
+    except ripgrep.EngineError as exc:
+        raise ToolError(str(exc)) from None
+    if choice == "python" or search_type == "filename":
+        return None
+    rg = ripgrep.find(ctx.environ)
+    if choice == "rg" and rg is None:
+        raise ToolError(
+            f"{ripgrep.ENGINE_VARIABLE}=rg, but no rg was found (install metona-agent[fast] "
+            "or ripgrep, or unset it)"
+        )
+    if rg is None or not ripgrep.usable_for(query, case):
+        return None
+    return rg
 
 
 @dataclass(frozen=True)
 class _Query:
+    query: str
+    case_sensitive: bool
     search_type: str
     name_matches: Callable[[str], bool]
-    needle: re.Pattern[str]
+    needle: re.Pattern[str]  # per line, for line, column and text
+    holds: Callable[[bytes], bool]  # may the file hold a match at all? (one pass, in C)
     extensions: tuple[str, ...]
     max_results: int
     limits: LimitsConfig
@@ -86,35 +192,46 @@ class _Scan:
     hard_links: int = 0  # files whose content was not searched: they have other names
 
 
-def _searchable(entry: Entry, wanted: _Query, ctx: ToolContext) -> bool:
+# A file's content to search, given max_bytes and the scan (which counts hard links); None:
+# nothing to search.
+Reader = Callable[[int, "_Scan"], "bytes | None"]
+
+
+def _searchable(entry: Entry, wanted: _Query, hides: Callable[[str], bool]) -> bool:
     dirent = entry.dirent
     # Symlinks are never followed, files included: a link may point anywhere.
     if not dirent.is_file(follow_symlinks=False):
         return False
     if wanted.extensions and not dirent.name.lower().endswith(wanted.extensions):
         return False
-    return not ctx.hides(entry.path)  # secrets: not even their lines are shown
+    return not hides(entry.path)  # secrets: not even their lines are shown
 
 
-def _visit(entry: Entry, wanted: _Query, scan: _Scan, ctx: ToolContext) -> bool:
+def _visit(
+    path: str,
+    name: str,
+    read: Reader,
+    wanted: _Query,
+    scan: _Scan,
+    ctx: ToolContext,
+) -> bool:
     """Search one file; False when the search must stop."""
     limits = wanted.limits
     scan.scanned += 1
-    name = entry.dirent.name
     by_name = wanted.search_type in ("filename", "both") and wanted.name_matches(name)
     room = max(0, wanted.max_results - scan.total_matches - by_name)
     lines: list[dict[str, Any]] = []
     more = False
     if wanted.search_type in ("content", "both"):
         budget = min(limits.max_matches_per_file, room)
-        lines, more = _content_matches(entry, wanted.needle, budget, limits, scan)
+        lines, more = _content_matches(read, wanted, budget, scan)
     if scan.full and (by_name or lines or more):
         scan.truncated = True  # a match beyond max_results exists: say so, and stop
         return False
     if not by_name and not lines:
         return True
     kind = "filename+content" if by_name and lines else "filename" if by_name else "content"
-    item: dict[str, Any] = {"path": ctx.show(entry.path), "match": kind, "matches": lines}
+    item: dict[str, Any] = {"path": ctx.show(path), "match": kind, "matches": lines}
     if more and len(lines) == limits.max_matches_per_file:
         item["more_matches"] = True  # this file has more than max_matches_per_file
     scan.results.append(item)
@@ -181,23 +298,71 @@ def _name_matcher(query: str, case: bool) -> Any:
     return lambda name: pattern in (name if case else name.lower())
 
 
-def _content_matches(
-    entry: Entry, needle: re.Pattern[str], budget: int, limits: LimitsConfig, scan: _Scan
-) -> tuple[list[dict[str, Any]], bool]:
-    """Up to `budget` matching lines, and whether the file holds more than that."""
-    dirent, max_bytes = entry.dirent, limits.max_search_file_bytes
+def _read_in_dir(entry: Entry, max_bytes: int, scan: _Scan) -> bytes | None:
+    """The file's content, opened relative to its directory's fd (never following a link,
+    never blocking), or None: too large, hard-linked, unreadable or gone."""
+    return _read(_read_seen, entry.dir_fd, entry.dirent.name, max_bytes, scan)
+
+
+def _read_seen(dir_fd: int, name: str, shown: str, max_bytes: int) -> fsops.FileData:
+    # _searchable saw the entry is a regular file (scandir's d_type, no link followed).
+    return fsops.read_at(dir_fd, name, shown, max_bytes, seen_regular=True)
+
+
+def _read_below(top: int, relative: str, max_bytes: int, scan: _Scan) -> bytes | None:
+    return _read(fsops.read_below, top, relative, max_bytes, scan)
+
+
+def _read(
+    how: Callable[[int, str, str, int], fsops.FileData],
+    dir_fd: int,
+    name: str,
+    max_bytes: int,
+    scan: _Scan,
+) -> bytes | None:
     try:
-        if dirent.stat(follow_symlinks=False).st_size > max_bytes:
-            return [], False
-        # Opened relative to its directory's fd, never following a link, never blocking.
-        data = fsops.read_at(entry.dir_fd, dirent.name, dirent.name, max_bytes).data
+        return how(dir_fd, name, name, max_bytes).data
     except fsops.HardLinked:
         scan.hard_links += 1
+    except (OSError, ToolError):  # too large among them: fstat says, before anything is read
+        pass
+    return None
+
+
+def _whole_file_check(query: str, case: bool) -> Callable[[bytes], bool]:
+    """A test of a file's whole content that is True whenever a line of it matches, done in
+    one pass or two at C speed (most files do not match; only those that may are split in
+    lines). An ASCII query's bytes can only meet ASCII bytes in UTF-8, and ASCII lowering is
+    re.IGNORECASE's rule there; the exceptions are i, k and s, which re.IGNORECASE also
+    matches with İ, ı, the Kelvin sign and the long s: a file with non-ASCII bytes is then
+    decoded, as the line search decodes it."""
+    text_search = re.compile(re.escape(query), 0 if case else re.IGNORECASE).search
+
+    def decoded(data: bytes) -> bool:
+        return text_search(data.decode("utf-8", "replace")) is not None
+
+    if not query.isascii() or "\x00" in query:
+        return decoded
+    raw = query.encode("ascii")
+    if case:
+        # UTF-8 is self-synchronising: a valid query's bytes occur where its text does.
+        return lambda data: raw in data
+    lowered = raw.lower()
+    if lowered == raw.upper():  # no letters: case changes nothing
+        return lambda data: raw in data
+    if not set(query.lower()) & set("iks"):
+        return lambda data: lowered in data.lower()
+    return lambda data: lowered in data.lower() if data.isascii() else decoded(data)
+
+
+def _content_matches(
+    read: Reader, wanted: _Query, budget: int, scan: _Scan
+) -> tuple[list[dict[str, Any]], bool]:
+    """Up to `budget` matching lines, and whether the file holds more than that."""
+    data = read(wanted.limits.max_search_file_bytes, scan)
+    if data is None or fsops.is_binary(data) or not wanted.holds(data):
         return [], False
-    except (OSError, ToolError):
-        return [], False
-    if fsops.is_binary(data):
-        return [], False
+    needle = wanted.needle
     matches: list[dict[str, Any]] = []
     for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), start=1):
         found = needle.search(line)

@@ -8,6 +8,7 @@ import itertools
 import os
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from cli.tools import fsops
 
@@ -36,8 +37,10 @@ NOISE_DIRS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
+    """One entry of a walk (a NamedTuple: a walk makes one per entry, and this is the cheapest
+    immutable record to make)."""
+
     path: str  # absolute
     relative: str  # to the walk's root
     depth: int  # 1 for the root's own children
@@ -50,8 +53,8 @@ class Entry:
 @dataclass
 class _Level:
     entries: Iterator[os.DirEntry[str]]
-    path: str
-    relative: str
+    prefix: str  # the directory's path and a slash: an entry's path is prefix + name
+    relative: str  # the same, relative to the walk's root ("" for the root)
     depth: int
     fd: int | None  # None for the top, which the caller owns
 
@@ -85,6 +88,7 @@ class Walk:
         self._max_visits = max_visits
         self._asked_depth = max_depth
         self._max_depth = min(max_depth or MAX_WALK_DEPTH, MAX_WALK_DEPTH)
+        self.hides = hides
         self._entries = self._walk(top_fd, top, include_hidden, hides)
 
     @property
@@ -100,33 +104,41 @@ class Walk:
     def _walk(
         self, top_fd: int, top: str, include_hidden: bool, hides: Callable[[str], bool]
     ) -> Generator[Entry, None, None]:
-        stack = [_Level(self._read(top_fd), top, "", 1, None)]
+        top_prefix = top if top.endswith("/") else top + "/"
+        stack = [_Level(self._read(top_fd), top_prefix, "", 1, None)]
+        noise = NOISE_DIRS
         try:
             while stack:
                 level = stack[-1]
-                dirent = next(level.entries, None)
-                if dirent is None:
-                    _close(stack.pop())
-                    continue
-                if not include_hidden and dirent.name.startswith("."):
-                    continue
-                path = os.path.join(level.path, dirent.name)
-                relative = f"{level.relative}{dirent.name}"
+                # The level's own loop, so that the per-entry work is only the entry's.
+                prefix, relative_prefix, depth = level.prefix, level.relative, level.depth
                 dir_fd = top_fd if level.fd is None else level.fd
-                yield Entry(path, relative, level.depth, dirent, dir_fd)
-                if (
-                    self.over_cap
-                    or not dirent.is_dir(follow_symlinks=False)
-                    or dirent.name in NOISE_DIRS
-                    or hides(path)
-                    or not self._may_enter(level.depth)
-                ):
-                    continue
-                sub = fsops.open_subdir(dir_fd, dirent.name)
-                if sub is not None:  # unreadable below the root: skip it, a walk is best-effort
-                    stack.append(
-                        _Level(self._read(sub), path, relative + "/", level.depth + 1, sub)
-                    )
+                descend: _Level | None = None
+                for dirent in level.entries:
+                    name = dirent.name
+                    if not include_hidden and name[0] == ".":
+                        continue
+                    path = prefix + name
+                    relative = relative_prefix + name
+                    yield Entry(path, relative, depth, dirent, dir_fd)
+                    if (
+                        self.over_cap
+                        or not dirent.is_dir(follow_symlinks=False)
+                        or name in noise
+                        or hides(path)
+                        or not self._may_enter(depth)
+                    ):
+                        continue
+                    sub = fsops.open_subdir(dir_fd, name)
+                    if sub is not None:  # unreadable below the root: skip it (best-effort)
+                        descend = _Level(
+                            self._read(sub), path + "/", relative + "/", depth + 1, sub
+                        )
+                        break
+                if descend is None:
+                    _close(stack.pop())
+                else:
+                    stack.append(descend)
         finally:
             for level in stack:
                 _close(level)
