@@ -12,9 +12,9 @@ Python also matches with İ and ı: rg gets a class of the four for it. Anything
 or a line break in the query, a U+FFFD, a non-ASCII query without case, rg missing,
 failing or killed — is searched in Python alone.
 
-Found in the scripts dir of this Python (the optional extra `metona-agent[fast]`, the PyPI
-`ripgrep` wheel) first, then on PATH. METONA_SEARCH_ENGINE=python turns it off, =rg
-requires it.
+The rg is METONA_RG if set (a path), else the one in the scripts dir of this Python (the
+optional extra `metona-agent[fast]`: the PyPI `ripgrep` wheel, the version this is tested
+with), else the first on PATH. METONA_SEARCH_ENGINE=python turns it off, =rg requires it.
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ import shutil
 import string
 import subprocess
 import sysconfig
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 ENGINE_VARIABLE = "METONA_SEARCH_ENGINE"
+RG_VARIABLE = "METONA_RG"
 ENGINES = ("auto", "python", "rg")
-# Bytes of paths per rg run: well under Linux's 2 MB argv limit, whatever the environment.
+# Bytes of paths per rg run: well under Linux's 2 MB argv limit, whatever the environment;
+# and files per run, so that the first runs start while the walk is still going.
 _ARGV_BUDGET = 256 * 1024
+BATCH_FILES = 2048
 # Fewer files than this are read faster by Python than rg can be started.
 MIN_FILES = 32
 
@@ -72,7 +75,10 @@ def pattern_args(query: str, case_sensitive: bool) -> list[str]:
 
 
 def find(environ: Mapping[str, str]) -> str | None:
-    """The rg to run: ours (the `fast` extra) or the first on PATH."""
+    """The rg to run: METONA_RG, ours (the `fast` extra) or the first on PATH."""
+    chosen = environ.get(RG_VARIABLE)
+    if chosen:
+        return chosen if os.access(chosen, os.X_OK) else None
     return _find(environ.get("PATH", os.defpath))
 
 
@@ -85,57 +91,79 @@ def _find(path_var: str) -> str | None:
     return shutil.which("rg", path=path_var)
 
 
-def candidates(
-    rg: str, top: str, relatives: Sequence[str], query: str, case_sensitive: bool, max_bytes: int
-) -> set[str] | None:
-    """Which of `relatives` (files below the directory `top`) may contain `query`; None when
-    rg could not say (it failed or was killed): then every file is searched in Python."""
-    command = [
-        rg,
-        "--no-config",  # not the user's RIPGREP_CONFIG_PATH
-        "--files-with-matches",
-        "--null",  # names may hold line breaks
-        "--text",  # ours decides what is binary
-        "--no-messages",
-        f"--max-filesize={max_bytes}",  # larger files are not searched by us either
-        *pattern_args(query, case_sensitive),
-        "--",
-    ]
-    found: set[str] = set()
-    for batch in _batches(relatives, _ARGV_BUDGET):
+class Proposer:
+    """rg over the files a walk finds, in batches started while the walk goes on (rg works on
+    the other core meanwhile): `add` each file, then `finish` gives which of them may hold the
+    text, or None when rg could not say for all (it failed or was killed, or there were too
+    few files to bother): then every file is searched in Python. `close` stops what runs."""
+
+    def __init__(self, rg: str, top: str, query: str, case_sensitive: bool, max_bytes: int) -> None:
+        self._command = [
+            rg,
+            "--no-config",  # not the user's RIPGREP_CONFIG_PATH
+            "--files-with-matches",
+            "--null",  # names may hold line breaks
+            "--text",  # ours decides what is binary
+            "--no-messages",
+            f"--max-filesize={max_bytes}",  # larger files are not searched by us either
+            *pattern_args(query, case_sensitive),
+            "--",
+        ]
+        self._top = top
+        self._batch: list[str] = []
+        self._size = 0
+        self._added = 0
+        self._running: list[subprocess.Popen[bytes]] = []
+        self._failed = False
+
+    def add(self, relative: str) -> None:
+        # "./": rg reads the name as it is, relative to the walk's top (its cwd), and no name
+        # can pass for an option.
+        name = "./" + relative
+        self._batch.append(name)
+        self._size += len(os.fsencode(name)) + 1
+        self._added += 1
+        if self._size >= _ARGV_BUDGET or len(self._batch) >= BATCH_FILES:
+            self._launch()
+
+    def finish(self) -> set[str] | None:
+        if self._added < MIN_FILES and not self._running:
+            return None
+        if self._batch:
+            self._launch()
+        found: set[str] = set()
+        for proc in self._running:
+            out, _ = proc.communicate()
+            # 1: nothing found. 2: an error (a file vanished or is unreadable): what it did
+            # list is still a list, but whether the others were searched is not known.
+            if proc.returncode not in (0, 1):
+                self._failed = True
+            for name in out.split(b"\0"):
+                if name:
+                    found.add(os.fsdecode(name[2:] if name.startswith(b"./") else name))
+        self._running.clear()
+        return None if self._failed else found
+
+    def close(self) -> None:
+        for proc in self._running:
+            proc.kill()
+            proc.communicate()
+        self._running.clear()
+
+    def _launch(self) -> None:
+        batch, self._batch, self._size = self._batch, [], 0
+        if self._failed:
+            return
         try:
-            # cwd is the walk's top, so that rg reads the names we pass as they are (relative,
-            # "./"-prefixed: no name can pass for an option), under the directory we walked.
-            done = subprocess.run(
-                [*command, *(f"./{name}" for name in batch)],
-                cwd=top,
-                env={"PATH": os.defpath},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                check=False,
+            self._running.append(
+                subprocess.Popen(
+                    [*self._command, *batch],
+                    cwd=self._top,
+                    env={"PATH": os.defpath},
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
             )
         except OSError:
-            return None
-        if done.returncode not in (0, 1):
-            # 2: an error (a file vanished or is unreadable): what it did list is still a
-            # list, but whether the others were searched is not known. Python searches all.
-            return None
-        for name in done.stdout.split(b"\0"):
-            if name:
-                found.add(os.fsdecode(name[2:] if name.startswith(b"./") else name))
-    return found
-
-
-def _batches(names: Sequence[str], budget: int) -> list[Sequence[str]]:
-    out: list[Sequence[str]] = []
-    start, size = 0, 0
-    for index, name in enumerate(names):
-        cost = len(os.fsencode(name)) + 3
-        if size + cost > budget and index > start:
-            out.append(names[start:index])
-            start, size = index, 0
-        size += cost
-    if start < len(names):
-        out.append(names[start:])
-    return out
+            self._failed = True

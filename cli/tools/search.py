@@ -82,68 +82,71 @@ def _search_walking(walked: Walk, wanted: _Query, scan: _Scan, ctx: ToolContext)
         scan.note = _walk_note(walked)
 
 
-@dataclass(frozen=True)
-class _Seen:
-    """A file the walk found searchable, and how far the walk was when it got there."""
-
-    path: str
-    relative: str
-    name: str
-    visited: int
-    over_cap: bool
-    too_deep: bool
-
-
 def _search_proposed(
     walked: Walk, top: int, root: str, rg: str, wanted: _Query, scan: _Scan, ctx: ToolContext
 ) -> None:
-    """The walk first; then rg says which of the files it found may hold the text; then each
-    file is visited in walk order as _search_walking would, its content read (again, below
-    the top's fd, never through a symlink) only if rg proposed it. What is reported is the
-    same as _search_walking's: the counts and notes are those the walk had at the file where
-    the search stops."""
-    seen: list[_Seen] = []
-    with closing(walked):
-        for entry in walked:
-            if _searchable(entry, wanted, walked.hides):
-                seen.append(
-                    _Seen(
-                        entry.path,
-                        entry.relative,
-                        entry.dirent.name,
-                        walked.visited,
-                        walked.over_cap,
-                        walked.too_deep,
+    """The walk first, handing rg the files it finds; then each file is visited in walk order
+    as _search_walking would, its content read (again, below the top's fd, never through a
+    symlink) only if rg proposed it. What is reported is the same as _search_walking's, the
+    count of entries visited being the walk's at the file where the search stops."""
+    seen: list[tuple[str, str, str, int, Reader | None]] = []
+    proposer = ripgrep.Proposer(
+        rg, root, wanted.query, wanted.case_sensitive, wanted.limits.max_search_file_bytes
+    )
+    try:
+        with closing(walked):
+            for entry in walked:
+                if _searchable(entry, wanted, walked.hides):
+                    read = _before_reading(entry, wanted.limits.max_search_file_bytes)
+                    if read is None:
+                        proposer.add(entry.relative)
+                    seen.append(
+                        (entry.path, entry.relative, entry.dirent.name, walked.visited, read)
                     )
-                )
-    proposed: set[str] | None = None
-    if len(seen) >= ripgrep.MIN_FILES:
-        proposed = ripgrep.candidates(
-            rg,
-            root,
-            [s.relative for s in seen],
-            wanted.query,
-            wanted.case_sensitive,
-            wanted.limits.max_search_file_bytes,
-        )
+        proposed = proposer.finish()
+    finally:
+        proposer.close()
+    by_name = wanted.search_type != "content"
+    for path, relative, name, visited, known in seen:
+        if known is not None:
+            read = known
+        elif proposed is None or relative in proposed:
+            read = functools.partial(_read_below, top, relative)
+        elif by_name:
+            read = _nothing
+        else:
+            scan.scanned += 1  # what _visit does for a file with no match in it
+            continue
+        if not _visit(path, name, read, wanted, scan, ctx):
+            scan.visited = visited  # what the walk had read when _search_walking stops
+            return
+    scan.visited = walked.visited
+    if walked.truncated and not scan.truncated:
+        scan.truncated = True
+        scan.note = _walk_note(walked)
 
-    def reader(file: _Seen) -> Reader:
-        if proposed is not None and file.relative not in proposed:
-            return lambda _max_bytes, _scan: None  # rg read it: the text is not there
-        return functools.partial(_read_below, top, file.relative)
 
-    stopped_at: _Seen | None = None
-    for file in seen:
-        if not _visit(file.path, file.name, reader(file), wanted, scan, ctx):
-            stopped_at = file
-            break
-    if stopped_at is None:
-        scan.visited = walked.visited
-        if walked.truncated and not scan.truncated:
-            scan.truncated = True
-            scan.note = _walk_note(walked)
-    else:
-        scan.visited = stopped_at.visited  # what the walk had read when _search_walking stops
+def _before_reading(entry: Entry, max_bytes: int) -> Reader | None:
+    """What reading the file would come to, where that does not depend on its content, as
+    fsops.read_at decides it (links first, then size): None for "read it"."""
+    try:
+        info = entry.dirent.stat(follow_symlinks=False)
+    except OSError:
+        return _nothing
+    if info.st_nlink > 1:
+        return _hard_linked
+    if info.st_size > max_bytes:
+        return _nothing
+    return None
+
+
+def _hard_linked(_max_bytes: int, scan: _Scan) -> None:
+    scan.hard_links += 1
+    return None
+
+
+def _nothing(_max_bytes: int, _scan: _Scan) -> None:
+    return None  # rg read the file: the text is not in it
 
 
 def _proposer(ctx: ToolContext, query: str, case: bool, search_type: str) -> str | None:
