@@ -98,6 +98,8 @@ class ChangeStore:
     # The agent's turn in progress (`new_turn`): recorded with each change that sets none.
     turn: str = ""
     _next: int = field(default=0, init=False)
+    # What the journal said when last read: each read parses only what was appended since.
+    _index: _Index | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.session:
@@ -120,8 +122,8 @@ class ChangeStore:
         """Append `change` with its id and time filled in; drop old backups if over size
         (never this session's: see `_evict`)."""
         with self._locked():
-            changes = self._read()
-            number = (changes[-1].id if changes else 0) + 1
+            changes = self._indexed().changes
+            number = (next(reversed(changes)) if changes else 0) + 1
             stamp = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
             change = replace(
                 change,
@@ -133,7 +135,7 @@ class ChangeStore:
             if change.backup is not None and change.kept is None:
                 change = replace(change, kept=self._size(change.backup))
             self._append(change)
-            self._evict([*changes, change])
+            self._evict()
             return change
 
     def new_turn(self) -> str:
@@ -157,8 +159,7 @@ class ChangeStore:
         session's (negative once a person let it go over the limit): older sessions'
         backups do not count, eviction drops them first."""
         with self._locked():
-            changes = self._read()
-        own = sum(self._kept(c) for c in changes if self._protected(c) and c.backup)
+            own = self._indexed().own
         return self.max_bytes - own
 
     def discard(self, backup: str) -> None:
@@ -254,25 +255,64 @@ class ChangeStore:
             os.close(fd)
 
     def _read(self) -> list[Change]:
+        """The journal's changes in id order. Called under the lock; parses only the lines
+        appended since the last call (the journal only grows, by whole lines, under the
+        lock), so a write costs the same however long the history is. A journal that was
+        replaced or cut (its inode or size says so) is read again from the start."""
+        return list(self._indexed().changes.values())
+
+    def _indexed(self) -> _Index:
         try:
-            lines = self.journal.read_text(encoding="utf-8").splitlines()
+            fd = os.open(self.journal, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            return []
-        changes: dict[int, Change] = {}
-        for line in lines:
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue  # a torn last line after a crash: that change never completed
-            if data.get("evict") is not None:
-                old = changes.get(int(data["evict"]))
-                if old is not None:
-                    changes[old.id] = replace(old, evicted=True)
-                continue
+            self._index = None
+            return _Index((0, 0))
+        try:
+            info = os.fstat(fd)
+            key = (info.st_dev, info.st_ino)
+            index = self._index
+            if index is None or index.key != key or info.st_size < index.offset:
+                index = _Index(key)
+            os.lseek(fd, index.offset, os.SEEK_SET)
+            appended = _read_all(fd)
+        finally:
+            os.close(fd)
+        end = appended.rfind(b"\n") + 1  # a torn last line (a crash mid-append) waits
+        for line in appended[:end].splitlines():
+            self._parse_into(index, line)
+        index.offset += end
+        self._index = index
+        return index
+
+    def _parse_into(self, index: _Index, line: bytes) -> None:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return  # a line torn by a crash and appended to since: that change never completed
+        if not isinstance(data, dict):
+            return
+        if data.get("evict") is not None:
             with contextlib.suppress(TypeError, ValueError):
-                change = Change(**{k: v for k, v in data.items() if k in _FIELDS})
-                changes[change.id] = change
-        return sorted(changes.values(), key=lambda c: c.id)
+                old = index.changes.get(int(data["evict"]))
+                if old is not None and not old.evicted:
+                    index.forget(old, self._kept(old), self._protected(old))
+                    index.changes[old.id] = replace(old, evicted=True)
+            return
+        with contextlib.suppress(TypeError, ValueError):
+            change = Change(**{k: v for k, v in data.items() if k in _FIELDS})
+            old = index.changes.get(change.id)
+            if old is not None and old.backup and not old.evicted:
+                index.forget(old, self._kept(old), self._protected(old))
+            if index.changes and change.id < next(reversed(index.changes)) and old is None:
+                index.changes[change.id] = change  # out of order (a hand-edited journal)
+                index.changes = dict(sorted(index.changes.items()))
+            else:
+                index.changes[change.id] = change
+            if change.backup and not change.evicted:
+                kept = self._kept(change)
+                index.total += kept
+                if self._protected(change):
+                    index.own += kept
 
     def _append(self, record: Change | dict[str, Any]) -> None:
         data = asdict(record) if isinstance(record, Change) else record
@@ -286,22 +326,23 @@ class ChangeStore:
         finally:
             os.close(fd)
 
-    def _evict(self, changes: list[Change]) -> None:
+    def _evict(self) -> None:
         """Drop the oldest backups until the store fits in `max_bytes`, never one of this
         session's: a change this run or chat made stays undoable while it runs (the agent
-        asks a person before a change that takes the store over, cli/tools/preflight.py)."""
-        live = [c for c in changes if c.backup and not c.evicted]
-        sizes = {c.id: self._kept(c) for c in live}
-        total = sum(sizes.values())
-        for change in live:
-            if total <= self.max_bytes:
+        asks a person before a change that takes the store over, cli/tools/preflight.py).
+        The journal's running total says whether anything must go: nothing is measured."""
+        index = self._indexed()
+        if index.total <= self.max_bytes:
+            return
+        for change in list(index.changes.values()):
+            if index.total <= self.max_bytes:
                 break
-            if self._protected(change) or change.backup is None:
+            if not change.backup or change.evicted or self._protected(change):
                 continue
             with contextlib.suppress(OSError, ValueError):
                 self._drop(change.backup)
-            total -= sizes[change.id]
             self._append({"evict": change.id})
+            self._indexed()  # reads the eviction back: the total goes down
 
     def _protected(self, change: Change) -> bool:
         return change.session == self.session and not change.evicted
@@ -481,6 +522,30 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True  # someone else's process
     return True
+
+
+@dataclass
+class _Index:
+    """The journal as parsed so far: its changes by id (in id order), how many of its bytes
+    were read, and the bytes the live backups hold (all, and this session's)."""
+
+    key: tuple[int, int]  # device and inode of the journal read
+    offset: int = 0
+    changes: dict[int, Change] = field(default_factory=dict)
+    total: int = 0
+    own: int = 0
+
+    def forget(self, change: Change, kept: int, own: bool) -> None:
+        self.total -= kept
+        if own:
+            self.own -= kept
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _write_private(path: Path, data: bytes) -> None:
