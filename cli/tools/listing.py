@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
+import time
 from collections.abc import Iterable, Mapping
 from contextlib import closing
-from datetime import datetime, timezone
 from typing import Any
 
 from cli.paths import ResolvedPath
@@ -77,29 +78,21 @@ def _collect(
     return entries
 
 
+_KINDS = {stat.S_IFDIR: "directory", stat.S_IFREG: "file", stat.S_IFLNK: "symlink"}
+
+
 def describe(entry: Entry, name: str) -> dict[str, Any]:
     dirent = entry.dirent
     try:
         info = dirent.stat(follow_symlinks=False)
     except OSError:
         return {"name": name, "type": "other", "size": None, "modified": None}
-    mode = info.st_mode
-    kind = (
-        "directory"
-        if stat.S_ISDIR(mode)
-        else "file"
-        if stat.S_ISREG(mode)
-        else "symlink"
-        if stat.S_ISLNK(mode)
-        else "other"
-    )
+    kind = _KINDS.get(stat.S_IFMT(info.st_mode), "other")
     item: dict[str, Any] = {
         "name": name,
         "type": kind,
         "size": info.st_size if kind == "file" else None,
-        "modified": datetime.fromtimestamp(info.st_mtime, timezone.utc)
-        .isoformat(timespec="seconds")
-        .replace("+00:00", "Z"),
+        "modified": _utc_seconds(info.st_mtime_ns // 1_000_000_000),
     }
     if kind == "symlink":
         try:
@@ -107,6 +100,22 @@ def describe(entry: Entry, name: str) -> dict[str, Any]:
         except OSError:
             pass
     return item
+
+
+@functools.lru_cache(maxsize=4096)
+def _utc_seconds(seconds: int) -> str | None:
+    """2026-12-01T17:36:23Z: the whole second the time is in (a tree's files share many);
+    None for a time no calendar date holds."""
+    try:
+        t = time.gmtime(seconds)
+    except (OverflowError, OSError, ValueError):
+        return None
+    if not 1 <= t.tm_year <= 9999:
+        return None
+    return (
+        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
+    )
 
 
 def normalize_extension(value: Any) -> str | None:

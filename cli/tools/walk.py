@@ -5,6 +5,7 @@ never past a cap on what it reads or how deep it goes, whatever a model built.""
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -161,12 +162,15 @@ class Walk:
                 batch = list(itertools.islice(it, room + 1))
         except OSError:
             return iter(())
-        batch.sort(key=lambda e: e.name)
+        batch.sort(key=_name)
         if len(batch) > room:
             self.over_cap = True
             del batch[room:]
         self.visited += len(batch)
         return iter(batch)
+
+
+_name = operator.attrgetter("name")
 
 
 def _close(level: _Level) -> None:
