@@ -20,6 +20,7 @@ import math
 import os
 import re
 import secrets
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
@@ -58,8 +59,40 @@ _SUMMARISED = frozenset({"content"})
 # (so the engine never backtracks into one), and a name is checked before its value is read
 # (so a value is read once, not once per name in front of it).
 
+
+class _Lazy:
+    """A regex compiled when first used: this module is imported at every start, and Python
+    compiles regexes in Python (the redaction patterns here cost some 15 milliseconds)."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return self._compiled
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.search(text, pos, endpos)
+
+    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.compiled.match(text, pos, endpos)
+
+    def finditer(
+        self, text: str, pos: int = 0, endpos: int = sys.maxsize
+    ) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text, pos, endpos)
+
+    def sub(self, replacement: str, text: str) -> str:
+        return self.compiled.sub(replacement, text)
+
+
 # HTTP headers whose whole value is a credential (X-Api-Key and the like name one anyway).
-_NOT_ALNUM = re.compile(r"[\W_]")
+_NOT_ALNUM = _Lazy(r"[\W_]")
 _HEADERS = r"(?:proxy-)?authori[sz]ation|(?:set-)?cookie"
 _HEADER_NAMES = frozenset({"authorization", "proxyauthorization", "cookie", "setcookie"})
 _AUTH_SCHEMES = r"(?:bearer|basic|digest|token|negotiate|ntlm|bot|apikey|key|aws4-hmac-sha256)"
@@ -78,25 +111,25 @@ _BARE = r"""[^\s"'`;&|,<>]+"""
 _VALUE = f"(?:{_QUOTED}|{_BARE})(?:(?=[\"'][\\w$]){_QUOTED}|{_BARE})*"
 _FLAG_VALUE = r"(?![-\s])" + _VALUE  # after a blank: what follows a flag, unless a flag
 
-_PRIVATE_KEY = re.compile(
+_PRIVATE_KEY = _Lazy(
     r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----(?P<s>[\s\S]*?)"
     r"(?=-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----|\Z)"  # or cut short
 )
-_HEADER = re.compile(
+_HEADER = _Lazy(
     r"(?:(?<![\w-])|(?<=\\[nr]))(?:" + _HEADERS + r")[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?:" + _AUTH_SCHEMES + r"[ \t]+)?"
     # to the end of the header: the closing quote, a line end (real or \r\n in a string)
     r"(?P<s>(?:[^\"'\r\n\\|&<>`]|\\(?![nr]))+)",
     re.IGNORECASE,
 )
-_URL_PASSWORD = re.compile(  # scheme://user:password@host, up to the authority's last @
+_URL_PASSWORD = _Lazy(  # scheme://user:password@host, up to the authority's last @
     r"(?<![\w+.-])[A-Za-z][\w+.-]*://[^\s/?#@:\"'<>]*:(?P<s>[^\s/?#\"'<>]+)@"
 )
-_URL_SECRET_PATH = re.compile(  # webhooks whose path is the credential
+_URL_SECRET_PATH = _Lazy(  # webhooks whose path is the credential
     r"(?:hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/"
     r"[0-9]+/)(?P<s>[\w/-]+)"
 )
-_TOKEN = re.compile(  # known token shapes, replaced whole
+_TOKEN = _Lazy(  # known token shapes, replaced whole
     r"(?<![A-Za-z0-9_-])(?P<s>"
     r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub
     r"|gl(?:pat|ptt|dt|rt|cbt|ft|soat|oas|imt|agent)-[A-Za-z0-9_-]{20,}"  # GitLab
@@ -119,30 +152,30 @@ _TOKEN = re.compile(  # known token shapes, replaced whole
     r"|(?:bot)?[0-9]{6,12}:AA[A-Za-z0-9_-]{30,}"  # Telegram bots
     r")"
 )
-_BEARER = re.compile(r"\bbearer[ \t]+(?P<s>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
+_BEARER = _Lazy(r"\bbearer[ \t]+(?P<s>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
 
 # Names followed by a value: the pattern ends where the value starts, and counts only if its
 # group `k` names a secret (so a long value is scanned once, not once per name before it).
-_AFTER_NAME = re.compile(_VALUE)
-_AFTER_FLAG = re.compile(_FLAG_VALUE)
+_AFTER_NAME = _Lazy(_VALUE)
+_AFTER_FLAG = _Lazy(_FLAG_VALUE)
 # NAME=value, NAME: value, "name": "value", --name=value, ?name=value&. A name that opens a
 # quoted string ("password=" src/) has no value if the string closes right after the `=`.
-_NAMED = re.compile(
+_NAMED = _Lazy(
     r"(?:(?P<q>[\"'])|(?<![\w./\"'-]))(?P<k>[\w.-]+)(?(q)(?P<c>(?P=q))?)"
     r"[ \t]*(?:[:?+]?=+|:(?![:/]))[ \t]*(?(c)|(?(q)(?!(?P=q))))"
 )
-_FLAG = re.compile(r"(?<![\w.-])(?P<k>--?[A-Za-z][\w.-]*)[ \t]+")  # --name value
-_SETTING = re.compile(  # `aws configure set NAME value`, `git config --global NAME value`
+_FLAG = _Lazy(r"(?<![\w.-])(?P<k>--?[A-Za-z][\w.-]*)[ \t]+")  # --name value
+_SETTING = _Lazy(  # `aws configure set NAME value`, `git config --global NAME value`
     r"(?<![\w.-])(?:set|setenv|config|configure)(?:[ \t]+--?[\w-]+(?:=\S*)?){0,3}[ \t]+"
     r"(?P<k>[^\s=\"'`;&|<>-][^\s=\"'`;&|<>]*)[ \t]+"
 )
-_NETRC = re.compile(r"(?<![\w.-])login[ \t]+[^\s\"']+[ \t]+(?P<k>[\w.-]+)[ \t]+")
-_XML = re.compile(r"<(?P<k>[\w.:-]+)>")  # <password>value</password> (Maven, .NET)
-_XML_TEXT = re.compile(r"[^<]+")
+_NETRC = _Lazy(r"(?<![\w.-])login[ \t]+[^\s\"']+[ \t]+(?P<k>[\w.-]+)[ \t]+")
+_XML = _Lazy(r"<(?P<k>[\w.:-]+)>")  # <password>value</password> (Maven, .NET)
+_XML_TEXT = _Lazy(r"[^<]+")
 
 # The passes, in order: a pattern with a group `s` to replace, or a pattern for a name and
 # the pattern of the value after it.
-_PASSES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
+_PASSES: tuple[tuple[_Lazy, _Lazy | None], ...] = (
     (_PRIVATE_KEY, None),
     (_HEADER, None),
     (_URL_PASSWORD, None),
@@ -162,18 +195,18 @@ _PASSES: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...] = (
 # -- runs the program, after its name.
 
 
-def _short(flags: str) -> re.Pattern[str]:
+def _short(flags: str) -> _Lazy:
     """`-pSECRET` or `-p SECRET` (but not `-p -u …`)."""
-    return re.compile(r"(?<![\w-])-(?:" + flags + r")(?:[ \t]+(?![-\s]))?(?P<s>" + _VALUE + ")")
+    return _Lazy(r"(?<![\w-])-(?:" + flags + r")(?:[ \t]+(?![-\s]))?(?P<s>" + _VALUE + ")")
 
 
-def _flag(flags: str, pattern: str) -> re.Pattern[str]:
+def _flag(flags: str, pattern: str) -> _Lazy:
     """`--user bob:SECRET`, `--user=bob:SECRET`, `-ubob:SECRET`, quoted or not."""
-    return re.compile(r"(?<![\w-])(?:" + flags + r")(?:[ \t]+|=)?[\"']?" + pattern)
+    return _Lazy(r"(?<![\w-])(?:" + flags + r")(?:[ \t]+|=)?[\"']?" + pattern)
 
 
-_COMMAND = re.compile(r"""(?:"(?:[^"\\]|\\[\s\S])*"?|'[^']*'?|\\[\s\S]|[^;&|\n"'\\])+""")
-_PROGRAMS: tuple[tuple[tuple[str, ...], str | None, tuple[re.Pattern[str], ...]], ...] = (
+_COMMAND = _Lazy(r"""(?:"(?:[^"\\]|\\[\s\S])*"?|'[^']*'?|\\[\s\S]|[^;&|\n"'\\])+""")
+_PROGRAMS: tuple[tuple[tuple[str, ...], str | None, tuple[_Lazy, ...]], ...] = (
     # (names, a word that must follow the name, the password flags)
     (
         ("mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck"),
@@ -211,7 +244,7 @@ _PROGRAMS: tuple[tuple[tuple[str, ...], str | None, tuple[re.Pattern[str], ...]]
         (
             _flag(r"-u|-U|--user|--proxy-user", r"(?!-)[^\s:\"']*:(?P<s>[^\s\"']+)"),
             _flag(r"-E|--cert|--proxy-cert", r"[^\s:\"'-][^\s:\"']*:(?P<s>[^\s\"']+)"),
-            re.compile(r"(?<![\w-])(?:-b|--cookie)(?:[ \t]+|=)(?P<s>" + _FLAG_VALUE + ")"),
+            _Lazy(r"(?<![\w-])(?:-b|--cookie)(?:[ \t]+|=)(?P<s>" + _FLAG_VALUE + ")"),
         ),
     ),
     (
@@ -224,7 +257,7 @@ _PROGRAMS: tuple[tuple[tuple[str, ...], str | None, tuple[re.Pattern[str], ...]]
         ("keytool", "jarsigner"),
         None,
         (
-            re.compile(
+            _Lazy(
                 r"(?<![\w-])-(?:(?:src|dest)?(?:store|key)pass|new)(?![\w:-])[ \t]+"
                 r"(?P<s>" + _VALUE + ")"
             ),
@@ -233,12 +266,12 @@ _PROGRAMS: tuple[tuple[tuple[str, ...], str | None, tuple[re.Pattern[str], ...]]
     (
         ("sqlplus", "rman", "expdp", "impdp", "sqlldr"),
         None,
-        (re.compile(r"(?<![\w/@.-])[A-Za-z_][\w$#]*/(?P<s>[^\s@/\"']+)(?=[@\s\"']|\Z)"),),
+        (_Lazy(r"(?<![\w/@.-])[A-Za-z_][\w$#]*/(?P<s>[^\s@/\"']+)(?=[@\s\"']|\Z)"),),
     ),
     (
         ("gh",),
         "secret",  # gh secret set NAME --body VALUE
-        (re.compile(r"(?<![\w-])(?:-b|--body)(?:[ \t]+|=)(?P<s>" + _FLAG_VALUE + ")"),),
+        (_Lazy(r"(?<![\w-])(?:-b|--body)(?:[ \t]+|=)(?P<s>" + _FLAG_VALUE + ")"),),
     ),
     (
         ("kubectl", "oc"),
@@ -248,24 +281,24 @@ _PROGRAMS: tuple[tuple[tuple[str, ...], str | None, tuple[re.Pattern[str], ...]]
     (
         ("vault",),
         "login",  # vault login TOKEN
-        (re.compile(r"(?<![\w-])login(?:[ \t]+-\S+)*[ \t]+(?P<s>[^\s=\"'-][^\s=]*)(?=\s|\Z)"),),
+        (_Lazy(r"(?<![\w-])login(?:[ \t]+-\S+)*[ \t]+(?P<s>[^\s=\"'-][^\s=]*)(?=\s|\Z)"),),
     ),
 )
 # A program's name, alone or at the end of a path (/usr/bin/mysql); the character before it
 # is checked apart (_IN_A_WORD), which lets the engine skip ahead to the names' first letters.
-_PROGRAM = re.compile(
+_PROGRAM = _Lazy(
     "(?:"
     + "|".join(sorted({re.escape(n) for names, _, _ in _PROGRAMS for n in names}, key=len)[::-1])
     + r")(?![\w.-])"
 )
-_IN_A_WORD = re.compile(r"[\w.-]")
+_IN_A_WORD = _Lazy(r"[\w.-]")
 _RULES_OF: dict[str, tuple[int, ...]] = {
     name: tuple(i for i, (names, _, _) in enumerate(_PROGRAMS) if name in names)
     for names, _, _ in _PROGRAMS
     for name in names
 }
 _REQUIRED = {
-    word: re.compile(r"(?<![\w-])" + word + r"(?![\w-])")
+    word: _Lazy(r"(?<![\w-])" + word + r"(?![\w-])")
     for word in {w for _, w, _ in _PROGRAMS if w is not None}
 }
 
@@ -280,8 +313,8 @@ def redact(text: str) -> str:
 
 def _matches(
     text: str,
-    pattern: re.Pattern[str],
-    value: re.Pattern[str] | None = None,
+    pattern: _Lazy,
+    value: _Lazy | None = None,
     start: int = 0,
     end: int | None = None,
 ) -> Iterator[tuple[int, int]]:

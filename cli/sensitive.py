@@ -31,6 +31,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # Words that name a secret: in file names (`credentials`, `password`) and, for the audit
 # redactor, in flag and key names (`--password X`, `api_key=X`).
@@ -522,7 +523,16 @@ class PathClass:
     _free_search: Callable[[str], object] | None = field(init=False, repr=False, compare=False)
     _span: int = field(init=False, repr=False, compare=False)  # most components a nested glob has
 
-    def __post_init__(self) -> None:
+    def __getattr__(self, name: str) -> Any:
+        """The matchers are compiled when first used, not when the policy is built: a few
+        dozen milliseconds of start-up (Python compiles regexes in Python) that a run which
+        never looks at a path does not pay."""
+        if name.startswith("_") and name in _COMPILED:
+            self._compile()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _compile(self) -> None:
         anchored_parts, relative_parts, free_parts = [], [], [f"(?:{r})" for r in self.regexes]
         single, nested, nested_globs = [], [], []
         span = 1
@@ -611,6 +621,12 @@ class PathClass:
                 if root is not None and not has_wildcards(root):
                     out.append(os.path.normpath(root))
         return list(dict.fromkeys(out))
+
+
+_COMPILED = frozenset(
+    {"_anchored", "_relative", "_free", "_free_search", "_name", "_nested_parents", "_nested"}
+    | {"_span"}
+)
 
 
 class _NameTest:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +274,31 @@ def make_chat(ollama: FakeOllama, workspace: Path, home: Path) -> Iterator[MakeC
     yield make
     for context in pipes:
         context.__exit__(None, None, None)
+
+
+# -- the suite's wall time, for `make bench` to report ---------------------------------------
+
+_SESSION_STARTED: list[float] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SESSION_STARTED.append(time.monotonic())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Note how long a whole-suite run took in .pytest_cache/metona-test-time.json (a run of
+    some tests, or one that failed, is not the figure `make bench` reports)."""
+    whole = [str(Path(a).resolve()) for a in session.config.args] == [str(REPO / "tests")]
+    if not _SESSION_STARTED or exitstatus != 0 or not whole:
+        return
+    if session.config.option.keyword or session.config.option.markexpr:
+        return
+    record = {
+        "tests": session.testscollected,
+        "seconds": round(time.monotonic() - _SESSION_STARTED[0], 1),
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    cache = REPO / ".pytest_cache"
+    with contextlib.suppress(OSError):
+        cache.mkdir(exist_ok=True)
+        (cache / "metona-test-time.json").write_text(json.dumps(record) + "\n")

@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -37,8 +37,10 @@ from cli.events import (
 from cli.ui.keys import TypeAhead, terminal_fd
 from cli.ui.layout import terminal_width
 from cli.ui.live import Region, StatusLine, live_capable
-from cli.ui.render import MarkdownStream
 from cli.ui.text import call_summary, result_summary, sanitize, shorten_text
+
+if TYPE_CHECKING:
+    from cli.ui.render import MarkdownStream
 
 
 @dataclass
@@ -113,6 +115,10 @@ class RunTrace:
             region = None
             if status_region is not None and _same_terminal(stdout, console.file):
                 region = status_region = Region(answers, reflow=reflow)
+            # Imported here: Markdown (and the syntax highlighter under it) costs a tenth of
+            # a second of start-up, and only an answer streamed to a terminal needs it.
+            from cli.ui.render import MarkdownStream
+
             self._answer = MarkdownStream(answers, region=region)
         self._status = StatusLine(status_region, clock)
         # Keys typed meanwhile are not ours to keep: they stay for whatever reads next.
