@@ -105,17 +105,42 @@ class _Plan:
     estimate: int
 
 
+def _joined(parts: list[str]) -> str:
+    """The pieces as one string, kept as that one piece from then on."""
+    if len(parts) > 1:
+        parts[:] = ["".join(parts)]
+    return parts[0] if parts else ""
+
+
 @dataclass
 class _Turn:
     """What one model call streamed, accumulated from every chunk, the last one included
     (some models send their tool calls only in the final `done` chunk)."""
 
-    content: str = ""
-    thinking: str = ""
     calls: list[ToolCall] = field(default_factory=list)
     done_reason: str | None = None
     stats: Stats = field(default_factory=Stats)
     calls_chars: int = 0  # the calls as they stand in history, in characters
+    # The text as it came, in pieces: joined when read, not copied whole at every chunk
+    # (an answer of 20,000 chunks would copy it 20,000 times).
+    _content: list[str] = field(default_factory=list)
+    _thinking: list[str] = field(default_factory=list)
+    _chars: int = 0
+
+    def add_text(self, content: str, thinking: str) -> None:
+        if content:
+            self._content.append(content)
+        if thinking:
+            self._thinking.append(thinking)
+        self._chars += len(content) + len(thinking)
+
+    @property
+    def content(self) -> str:
+        return _joined(self._content)
+
+    @property
+    def thinking(self) -> str:
+        return _joined(self._thinking)
 
     def add_calls(self, calls: Iterable[ToolCall], limit: int) -> None:
         for call in calls:
@@ -128,7 +153,7 @@ class _Turn:
     def size(self) -> int:
         """What agent.max_answer_chars caps: text, thinking and tool calls alike, so an answer
         that streams calls forever ends as one that streams text forever does."""
-        return len(self.content) + len(self.thinking) + self.calls_chars
+        return self._chars + self.calls_chars
 
     def message(self, calls: list[ToolCall], content: str) -> Message:
         message: Message = {"role": "assistant", "content": content}
@@ -435,11 +460,10 @@ class Agent:
         """Stream one answer into `turn`, yielding its deltas."""
         try:
             for chunk in self.backend.chat(request):
+                turn.add_text(chunk.content, chunk.thinking)
                 if chunk.thinking:
-                    turn.thinking += chunk.thinking
                     yield ThinkingDelta(chunk.thinking)
                 if chunk.content:
-                    turn.content += chunk.content
                     yield ContentDelta(chunk.content)
                 turn.add_calls(chunk.tool_calls, self.settings.max_answer_chars)
                 if turn.size > self.settings.max_answer_chars:

@@ -54,6 +54,8 @@ def loads_json(text: str | bytes) -> Any:
     deeper than MAX_JSON_DEPTH, checked before parsing; ValueError when it is not JSON. Bytes
     are decoded as json.loads would (UTF-8, or UTF-16/32 by their first bytes)."""
     if isinstance(text, bytes):
+        if text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH:
+            return json.loads(text)  # the common case (a stream's chunk): no depth to check
         text = text.decode(json.detect_encoding(text))  # UnicodeDecodeError is a ValueError
     if nests_deeper_than(text):
         raise JSONTooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")

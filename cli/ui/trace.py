@@ -102,9 +102,12 @@ class RunTrace:
         self.record = record
         self.show_thinking = show_thinking
         self._in_thinking = False
-        self._content = ""  # this step's text so far
-        self._step_text = ""  # what streamed onto stdout in this step, and in the last one
+        # This step's text so far, and what streamed onto stdout in this step and the last
+        # one: kept in pieces (an answer of 20,000 chunks is not copied 20,000 times).
+        self._content: list[str] = []
+        self._step_text: list[str] = []
         self._last_text = ""
+        self._waiting = f"waiting for {sanitize(self.record.model)}"
         self._answer: MarkdownStream | None = None
         status_region = Region(console, reflow=reflow) if live_capable(console) else None
         if stdout is not None and terminal_fd(stdout) is not None:
@@ -154,7 +157,7 @@ class RunTrace:
         self._keys.stop()
 
     def handle(self, event: Event) -> None:
-        waiting = f"waiting for {sanitize(self.record.model)}"
+        waiting = self._waiting
         if isinstance(event, ThinkingDelta):
             if self.show_thinking:
                 self._settle(end_thinking=False)
@@ -168,10 +171,10 @@ class RunTrace:
         if isinstance(event, ContentDelta):
             self._end_thinking()
             self._status.quiet()
-            self._content += event.text
+            self._content.append(event.text)
             if self._answer is not None and (self._answer.active or event.text.strip()):
                 self._answer.feed(event.text)
-                self._step_text += event.text
+                self._step_text.append(event.text)
             self._status.expect(waiting)
             return
         self._settle()
@@ -204,8 +207,8 @@ class RunTrace:
             self._status.expect(waiting)
         elif isinstance(event, StepFinished):
             self.record.steps = event.step
-            self._content = ""
-            self._last_text, self._step_text = self._step_text, ""
+            self._content = []
+            self._last_text, self._step_text = "".join(self._step_text), []
         elif isinstance(event, Finished):
             self.record.answer = event.answer
             self.record.stop_reason = event.stop_reason
@@ -233,7 +236,7 @@ class RunTrace:
         say) is shown at the end; one that did is not shown twice."""
         if self._answer is None or not answer.strip():
             return
-        if answer.strip() != (self._step_text or self._last_text).strip():
+        if answer.strip() != ("".join(self._step_text) or self._last_text).strip():
             self._answer.feed(answer)
             self._answer.finish()
 
@@ -249,7 +252,7 @@ class RunTrace:
     @property
     def partial_answer(self) -> str:
         """Text of the current step so far, for an interrupted or failed run."""
-        return self._content
+        return "".join(self._content)
 
     def _line(
         self, decided: ToolDecided, what: str, result: Mapping[str, Any] | None = None
