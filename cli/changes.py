@@ -100,10 +100,14 @@ class ChangeStore:
     _next: int = field(default=0, init=False)
     # What the journal said when last read: each read parses only what was appended since.
     _index: _Index | None = field(default=None, init=False, repr=False)
+    # A session made here has no change before this process started: the journal's summary
+    # (journal.index) then says all a write needs, without reading the journal.
+    _fresh: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.session:
             self.session = f"{os.getpid()}-{os.urandom(4).hex()}"
+            self._fresh = True
 
     @property
     def journal(self) -> Path:
@@ -122,8 +126,7 @@ class ChangeStore:
         """Append `change` with its id and time filled in; drop old backups if over size
         (never this session's: see `_evict`)."""
         with self._locked():
-            changes = self._indexed().changes
-            number = (next(reversed(changes)) if changes else 0) + 1
+            number = self._indexed().last_id + 1
             stamp = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
             change = replace(
                 change,
@@ -136,6 +139,7 @@ class ChangeStore:
                 change = replace(change, kept=self._size(change.backup))
             self._append(change)
             self._evict()
+            self._save_summary()
             return change
 
     def new_turn(self) -> str:
@@ -255,13 +259,16 @@ class ChangeStore:
             os.close(fd)
 
     def _read(self) -> list[Change]:
-        """The journal's changes in id order. Called under the lock; parses only the lines
-        appended since the last call (the journal only grows, by whole lines, under the
-        lock), so a write costs the same however long the history is. A journal that was
-        replaced or cut (its inode or size says so) is read again from the start."""
-        return list(self._indexed().changes.values())
+        """The journal's changes in id order. Called under the lock."""
+        return list(self._indexed(complete=True).changes.values())
 
-    def _indexed(self) -> _Index:
+    def _indexed(self, *, complete: bool = False) -> _Index:
+        """The journal as parsed, brought up to date: only the lines appended since the last
+        call are parsed (the journal only grows, by whole lines, under the lock), so a write
+        costs the same however long the history is. At a process's first call, the summary
+        a write left (journal.index) stands for everything before its offset, unless
+        `complete` (every change is wanted: history, undo, eviction). A journal replaced
+        or cut (its inode or size says so) is read again from the start. Under the lock."""
         try:
             fd = os.open(self.journal, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -272,35 +279,49 @@ class ChangeStore:
             key = (info.st_dev, info.st_ino)
             index = self._index
             if index is None or index.key != key or info.st_size < index.offset:
+                index = (self._summary(fd, info) if not complete else None) or _Index(key)
+            elif complete and not index.complete:
                 index = _Index(key)
-            os.lseek(fd, index.offset, os.SEEK_SET)
-            appended = _read_all(fd)
+            appended = os.pread(fd, max(info.st_size - index.offset, 0), index.offset)
+            if not self._parse_appended(index, appended):
+                # A line about a change before the summary's offset: read it all.
+                index = _Index(key)
+                self._parse_appended(index, os.pread(fd, info.st_size, 0))
         finally:
             os.close(fd)
-        end = appended.rfind(b"\n") + 1  # a torn last line (a crash mid-append) waits
-        for line in appended[:end].splitlines():
-            self._parse_into(index, line)
-        index.offset += end
         self._index = index
         return index
 
-    def _parse_into(self, index: _Index, line: bytes) -> None:
+    def _parse_appended(self, index: _Index, appended: bytes) -> bool:
+        end = appended.rfind(b"\n") + 1  # a torn last line (a crash mid-append) waits
+        for line in appended[:end].splitlines():
+            if not self._parse_into(index, line):
+                return False
+        index.offset += end
+        return True
+
+    def _parse_into(self, index: _Index, line: bytes) -> bool:
+        """Apply one journal line; False if it needs what a partial index does not have."""
         try:
             data = json.loads(line)
         except ValueError:
-            return  # a line torn by a crash and appended to since: that change never completed
+            return True  # a line torn by a crash and appended to since: it never completed
         if not isinstance(data, dict):
-            return
+            return True
         if data.get("evict") is not None:
             with contextlib.suppress(TypeError, ValueError):
                 old = index.changes.get(int(data["evict"]))
-                if old is not None and not old.evicted:
+                if old is None:
+                    return index.complete
+                if not old.evicted:
                     index.forget(old, self._kept(old), self._protected(old))
                     index.changes[old.id] = replace(old, evicted=True)
-            return
+            return True
         with contextlib.suppress(TypeError, ValueError):
             change = Change(**{k: v for k, v in data.items() if k in _FIELDS})
             old = index.changes.get(change.id)
+            if old is None and not index.complete and change.id <= index.last_id:
+                return False
             if old is not None and old.backup and not old.evicted:
                 index.forget(old, self._kept(old), self._protected(old))
             if index.changes and change.id < next(reversed(index.changes)) and old is None:
@@ -308,11 +329,64 @@ class ChangeStore:
                 index.changes = dict(sorted(index.changes.items()))
             else:
                 index.changes[change.id] = change
+            index.last_id = max(index.last_id, change.id)
             if change.backup and not change.evicted:
                 kept = self._kept(change)
                 index.total += kept
                 if self._protected(change):
                     index.own += kept
+        return True
+
+    # -- the summary: journal.index ------------------------------------------------------
+
+    @property
+    def _summary_path(self) -> Path:
+        return self.root / "journal.index"
+
+    def _summary(self, fd: int, info: os.stat_result) -> _Index | None:
+        """The index journal.index describes, if it describes this journal as it is up to
+        its offset (the same file, and the same bytes just before the offset); else None.
+        Only for a fresh session: the summary counts none of its backups as its own."""
+        if not self._fresh:
+            return None
+        try:
+            data = json.loads(self._summary_path.read_bytes())
+            offset, last_id, total = int(data["offset"]), int(data["last_id"]), int(data["total"])
+            key = (int(data["device"]), int(data["inode"]))
+            tail = str(data["tail"])
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+        if key != (info.st_dev, info.st_ino) or not 0 <= offset <= info.st_size:
+            return None
+        if _tail_hash(fd, offset) != tail or min(last_id, total) < 0:
+            return None
+        return _Index(key, offset, {}, total, 0, last_id, complete=False)
+
+    def _save_summary(self) -> None:
+        """Write journal.index for the next process (no fsync: a summary lost or stale after
+        a crash is only noticed and not used; the journal is what counts)."""
+        index = self._index
+        if index is None:
+            return
+        try:
+            fd = os.open(self.journal, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                tail = _tail_hash(fd, index.offset)
+            finally:
+                os.close(fd)
+            summary = {
+                "device": index.key[0],
+                "inode": index.key[1],
+                "offset": index.offset,
+                "last_id": index.last_id,
+                "total": index.total,
+                "tail": tail,
+            }
+            temp = self.root / f".journal.index.{os.getpid()}-{os.urandom(4).hex()}"
+            temp.write_text(json.dumps(summary))
+            os.replace(temp, self._summary_path)
+        except OSError:
+            pass  # the next process reads the journal instead
 
     def _append(self, record: Change | dict[str, Any]) -> None:
         data = asdict(record) if isinstance(record, Change) else record
@@ -331,9 +405,9 @@ class ChangeStore:
         session's: a change this run or chat made stays undoable while it runs (the agent
         asks a person before a change that takes the store over, cli/tools/preflight.py).
         The journal's running total says whether anything must go: nothing is measured."""
-        index = self._indexed()
-        if index.total <= self.max_bytes:
+        if self._indexed().total <= self.max_bytes:
             return
+        index = self._indexed(complete=True)
         for change in list(index.changes.values()):
             if index.total <= self.max_bytes:
                 break
@@ -342,7 +416,7 @@ class ChangeStore:
             with contextlib.suppress(OSError, ValueError):
                 self._drop(change.backup)
             self._append({"evict": change.id})
-            self._indexed()  # reads the eviction back: the total goes down
+            index = self._indexed()  # reads the eviction back: the total goes down
 
     def _protected(self, change: Change) -> bool:
         return change.session == self.session and not change.evicted
@@ -534,6 +608,9 @@ class _Index:
     changes: dict[int, Change] = field(default_factory=dict)
     total: int = 0
     own: int = 0
+    last_id: int = 0
+    # False: built on journal.index, `changes` holds only what came after its offset.
+    complete: bool = True
 
     def forget(self, change: Change, kept: int, own: bool) -> None:
         self.total -= kept
@@ -541,11 +618,10 @@ class _Index:
             self.own -= kept
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _tail_hash(fd: int, offset: int) -> str:
+    """What the journal holds just before `offset`: the summary is for these very bytes."""
+    start = max(0, offset - 512)
+    return hashlib.sha256(os.pread(fd, offset - start, start)).hexdigest()
 
 
 def _write_private(path: Path, data: bytes) -> None:

@@ -660,3 +660,80 @@ def test_store_edges_evicting_a_deep_tree_of_an_earlier_session(
         assert not slot.exists()
     finally:
         remove_deep(slot)
+
+
+# -- the journal's summary: a write reads what was appended, not the whole history ----------
+
+
+def _store(root: Path, max_bytes: int = 10**9) -> ChangeStore:
+    return ChangeStore(root, max_bytes=max_bytes)  # a fresh session, as each agent has
+
+
+def _overwrite(store: ChangeStore, n: int, size: int = 100) -> Change:
+    backup = store.keep(b"o" * size)
+    return store.record(Change("write_file", "overwrite", f"/w/f{n}", backup=backup))
+
+
+def _summary(root: Path) -> dict[str, object]:
+    return json.loads((root / "journal.index").read_text())
+
+
+def test_store_summary_stands_for_the_journal_and_a_new_process_reads_none_of_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "store"
+    first = _store(root)
+    for n in range(30):
+        _overwrite(first, n)
+    summary = _summary(root)
+    assert summary["offset"] == (root / "journal.jsonl").stat().st_size
+    assert (summary["last_id"], summary["total"]) == (30, 3000)
+    # Proof that the next store reads none of the journal before the offset: its first
+    # 25 lines made unreadable (the bytes just before the offset, which the summary checks,
+    # kept) do not change what it records, while a full read would lose them.
+    journal = root / "journal.jsonl"
+    lines = journal.read_bytes().split(b"\n")
+    lines[:25] = [b"x" * len(line) for line in lines[:25]]
+    journal.write_bytes(b"\n".join(lines))
+    second = _store(root)
+    assert _overwrite(second, 31).id == 31
+    assert _summary(root)["total"] == 3100
+    assert second.room() == 10**9 - 100  # its own backup only
+
+
+def test_store_summary_that_no_longer_matches_is_not_used(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    first = _store(root)
+    for n in range(5):
+        _overwrite(first, n)
+    # The journal rewritten by hand (one change dropped): the bytes before the summary's
+    # offset differ, so the next store reads the journal itself.
+    journal = root / "journal.jsonl"
+    kept = [line for line in journal.read_text().splitlines() if '"id": 3,' not in line]
+    journal.write_text("\n".join(kept) + "\n")
+    second = _store(root)
+    assert _overwrite(second, 9).id == 6
+    assert [c.id for c in second.history()] == [1, 2, 4, 5, 6]
+    assert _summary(root)["total"] == 500
+
+
+def test_store_summary_and_lines_of_other_processes_since(tmp_path: Path) -> None:
+    """Two agents writing in turn: each reads the other's lines since its last look, and
+    one that evicts another's backup (known only from before its summary) reads it all."""
+    root = tmp_path / "store"
+    a, b = _store(root, max_bytes=1000), _store(root, max_bytes=1000)
+    ids = []
+    for n in range(6):
+        ids.append(_overwrite(a if n % 2 == 0 else b, n, 150).id)
+    assert ids == [1, 2, 3, 4, 5, 6]
+    c = _store(root, max_bytes=1000)
+    for n in range(6, 10):
+        _overwrite(c, n, 150)  # each goes over 1000 bytes: the oldest backup goes
+    history = c.history()
+    evicted = [ch.id for ch in history if ch.evicted]
+    assert evicted == [1, 2, 3, 4]
+    assert not any(ch.evicted for ch in history if ch.session == c.session)
+    assert _summary(root)["total"] == 900
+    for ch in history:
+        backup = root / ch.backup if ch.backup else None
+        assert backup is not None and backup.exists() == (not ch.evicted)
