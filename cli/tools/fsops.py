@@ -81,6 +81,10 @@ class HardLinked(ToolError):
     """A regular file has hard links it did not have when the policy checked it."""
 
 
+class Binary(ToolError):
+    """read_at(text_only=True): the file's first bytes say it is binary (is_binary)."""
+
+
 @dataclass(frozen=True)
 class FileData:
     data: bytes
@@ -630,12 +634,14 @@ def read_at(
     checked: FileId | None = None,
     *,
     seen_regular: bool = False,
+    text_only: bool = False,
 ) -> FileData:
     """Read the regular file `name` in dir_fd: never a symlink, FIFO, socket or device, never
     more than max_bytes (one byte more tells it is over), and not one that has gained hard
     links since `checked` (HardLinked). It is looked at before it is opened (a device is
     never opened), unless the caller has just seen it is a regular file (`seen_regular`: a
-    walk's scandir said so); after opening, fstat decides either way."""
+    walk's scandir said so); after opening, fstat decides either way. `text_only`: a file
+    whose first bytes say it is binary raises Binary before the rest is read."""
     if not seen_regular:
         _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
     fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
@@ -645,7 +651,7 @@ def read_at(
         check_links(info, checked, shown)
         if info.st_size > max_bytes:
             raise too_large(shown, info.st_size, max_bytes)
-        data = _read_capped(fd, shown, max_bytes, info.st_size)
+        data = _read_capped(fd, shown, max_bytes, info.st_size, text_only)
         return FileData(data, info.st_size, info.st_mode, Fingerprint.of(info))
     finally:
         os.close(fd)
@@ -691,15 +697,28 @@ def _require_regular(mode: int, shown: str) -> None:
     raise ToolError(f"{shown} is {describe_kind(mode)}, not a regular file", hint)
 
 
-def _read_capped(fd: int, shown: str, max_bytes: int, expected: int = 0) -> bytes:
+def _read_capped(
+    fd: int, shown: str, max_bytes: int, expected: int = 0, text_only: bool = False
+) -> bytes:
     """Up to max_bytes of fd (more is an error). Having read the `expected` size fstat gave,
     it stops without the read that would only say end-of-file: what was there when it was
-    looked at (a file that grew is read on, and then refused past max_bytes)."""
+    looked at (a file that grew is read on, and then refused past max_bytes). `text_only`:
+    the first BINARY_SNIFF_BYTES are read alone, and a binary file goes no further."""
     chunks: list[bytes] = []
     total = 0
     # Asking for the expected size and one byte more (which says the file grew) allocates
     # what the file needs, not a megabyte per small file.
     want = expected + 1 if 0 < expected < 1 << 20 else 1 << 20
+    if text_only and want > BINARY_SNIFF_BYTES:
+        first = os.read(fd, min(BINARY_SNIFF_BYTES, max_bytes + 1))
+        if is_binary(first):
+            raise Binary(f"{shown} is binary")
+        chunks.append(first)
+        total = len(first)
+        if total > max_bytes:
+            raise too_large(shown, total, max_bytes)
+        if total == expected or not first:
+            return first
     while True:
         chunk = os.read(fd, min(want, max_bytes + 1 - total))
         if not chunk:

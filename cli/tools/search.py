@@ -309,7 +309,7 @@ def _read_in_dir(entry: Entry, max_bytes: int, scan: _Scan) -> bytes | None:
 
 def _read_seen(dir_fd: int, name: str, shown: str, max_bytes: int) -> fsops.FileData:
     # _searchable saw the entry is a regular file (scandir's d_type, no link followed).
-    return fsops.read_at(dir_fd, name, shown, max_bytes, seen_regular=True)
+    return fsops.read_at(dir_fd, name, shown, max_bytes, seen_regular=True, text_only=True)
 
 
 def _read_below(top: int, relative: str, max_bytes: int, scan: _Scan) -> bytes | None:
