@@ -191,7 +191,9 @@ class ChangeStore:
         markers = self.root / "pending"
         markers.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker = markers / f"{os.getpid()}-{os.urandom(6).hex()}"
-        _write_private(marker, json.dumps({"dir": directory, "temp": temp}).encode())
+        # Not fsynced: a kill -9 leaves it in the page cache; a power loss may lose it, and
+        # then only a temp file (never mistaken for data) is left behind.
+        _write_private(marker, json.dumps({"dir": directory, "temp": temp}).encode(), sync=False)
         try:
             yield
         finally:
@@ -624,12 +626,13 @@ def _tail_hash(fd: int, offset: int) -> str:
     return hashlib.sha256(os.pread(fd, offset - start, start)).hexdigest()
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def _write_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         _write_all(fd, data)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -364,6 +364,31 @@ def read(target: Target, max_bytes: int) -> FileData:
         return read_at(dir_fd, name, target.shown, max_bytes, target.checked)
 
 
+def holds(target: Target, data: bytes) -> Fingerprint | None:
+    """The fingerprint of the regular file at target if it holds exactly `data`, else None;
+    read as read_at reads, a megabyte at a time, and no further than the first difference
+    (a rewrite of a big file is not read whole to learn it differs)."""
+    with parent_dir(target) as (dir_fd, name):
+        _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, name)
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        try:
+            info = os.fstat(fd)
+            _require_regular(info.st_mode, target.shown)
+            check_links(info, target.checked, target.shown)
+            if info.st_size != len(data):
+                return None
+            view, at = memoryview(data), 0
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    return Fingerprint.of(info) if at == len(data) else None
+                if view[at : at + len(chunk)] != chunk:
+                    return None
+                at += len(chunk)
+        finally:
+            os.close(fd)
+
+
 def write(
     target: Target,
     data: bytes,
@@ -707,8 +732,8 @@ def _read_capped(
     chunks: list[bytes] = []
     total = 0
     # Asking for the expected size and one byte more (which says the file grew) allocates
-    # what the file needs, not a megabyte per small file.
-    want = expected + 1 if 0 < expected < 1 << 20 else 1 << 20
+    # what the file needs: not a megabyte per small file, nor pieces of a big one to join.
+    want = expected + 1 if 0 < expected <= max_bytes else 1 << 20
     if text_only and want > BINARY_SNIFF_BYTES:
         first = os.read(fd, min(BINARY_SNIFF_BYTES, max_bytes + 1))
         if is_binary(first):

@@ -95,8 +95,7 @@ def same(ctx: ToolContext, checked: ResolvedPath, data: bytes) -> Fingerprint | 
     entry = fsops.inspect(target)
     if entry is None or not stat.S_ISREG(entry.info.st_mode) or entry.info.st_size != len(data):
         return None
-    file = fsops.read(target, len(data))
-    return file.fingerprint if file.data == data else None
+    return fsops.holds(target, data)
 
 
 def unchanged_result(path: str, size: int) -> Result:
