@@ -118,5 +118,8 @@ def display_path(path: str, cwd: str) -> str:
     if path == cwd:
         return "."
     if is_within(path, cwd):
-        return os.path.relpath(path, cwd)
+        relative = path[len(cwd.rstrip("/")) + 1 :]
+        if "//" in relative or "/." in "/" + relative:
+            return os.path.relpath(path, cwd)  # dots (or doubled slashes) to normalise
+        return relative  # what relpath gives, without its cost (a search shows thousands)
     return path

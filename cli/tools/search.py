@@ -297,7 +297,10 @@ def _name_matcher(query: str, case: bool) -> Any:
     """A glob (`*.py`) matches whole names; a plain word matches names containing it."""
     pattern = query if case else query.lower()
     if _GLOB_CHARS & set(query):
-        return lambda name: fnmatch.fnmatchcase(name if case else name.lower(), pattern)
+        match = re.compile(fnmatch.translate(pattern)).match  # what fnmatchcase does, once
+        if case:
+            return lambda name: match(name) is not None
+        return lambda name: match(name.lower()) is not None
     return lambda name: pattern in (name if case else name.lower())
 
 
