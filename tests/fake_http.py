@@ -20,6 +20,7 @@ class Recorded:
     headers: dict[str, str]
     started: float = 0.0  # time.monotonic() when the request arrived
     finished: float = 0.0  # … and when its answer was written (0: not yet)
+    client: Any = None  # the client's address and port: one per TCP connection
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -65,4 +66,11 @@ def read_request(handler: BaseHTTPRequestHandler) -> Recorded:
         body = json.loads(raw) if raw else None
     except ValueError:
         body = raw
-    return Recorded(handler.command, handler.path, body, dict(handler.headers), time.monotonic())
+    return Recorded(
+        handler.command,
+        handler.path,
+        body,
+        dict(handler.headers),
+        time.monotonic(),
+        client=handler.client_address,
+    )

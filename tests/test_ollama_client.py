@@ -951,3 +951,33 @@ def test_nan_in_arguments_is_an_error_the_model_can_fix() -> None:
     assert call.arguments == {} and "NaN" in (call.arguments_error or "")
     call = parse_tool_call({"function": {"name": "read_file", "arguments": {"x": float("inf")}}})
     assert call.arguments == {} and call.arguments_error
+
+
+# -- one connection for a whole turn -------------------------------------------------------
+
+
+def test_steps_of_a_turn_share_one_connection(ollama: FakeOllama, client: OllamaClient) -> None:
+    """The end of each stream is read after the done chunk, so the connection goes back to
+    the pool: a 10-step turn opens one, not ten (each one more a round trip, and a TLS
+    handshake for a remote server)."""
+    for n in range(10):
+        ollama.enqueue(reply(f"step {n}"))
+        assert chat(client)[-1].done
+    clients = {r.client for r in ollama.requests_to("/api/chat")}
+    assert len(clients) == 1, clients
+
+
+def test_a_stream_that_does_not_end_after_done_costs_at_most_a_fifth_of_a_second(
+    ollama: FakeOllama, client: OllamaClient
+) -> None:
+    """A server that sends its done chunk but holds the body open: the client waits 0.2 s
+    for the end, then closes the connection as it did before, and the next call opens a
+    new one."""
+    stalled = reply("slow end")
+    ollama.enqueue(Stream(stalled.lines, stall=3.0), reply("next"))
+    started = time.monotonic()
+    assert chat(client)[-1].done
+    assert time.monotonic() - started < 2.0
+    assert "".join(c.content for c in chat(client)) == "next"  # the next call works
+    clients = [r.client for r in ollama.requests_to("/api/chat")]
+    assert len(clients) == 2 and clients[0] != clients[1]

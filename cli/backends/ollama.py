@@ -179,6 +179,7 @@ class OllamaClient:
         response = self._request("POST", "/api/chat", body, stream=True, model=request.model)
         with response:
             yield from self._read_stream(response, request.model)
+            keep_connection(response)
 
     def list_models(self) -> list[str]:
         data = self._json("GET", "/api/tags")
@@ -451,6 +452,32 @@ class OllamaClient:
             f"Ollama at {self._base} sent nothing for {self._timeout:g} s (ollama.timeout); "
             "the model may still be loading: try again or raise ollama.timeout"
         )
+
+
+def keep_connection(response: requests.Response, budget: int = 65536) -> None:
+    """After the last chunk: read the little that is left of the body (the chunked stream's
+    end, sent with it), so that the connection goes back to the pool and the next step does
+    not open a new one. A server that sends more, or nothing for 0.2 s, is left to be closed
+    as before: this only ever saves a connection, it never waits long or fails."""
+    raw = response.raw
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    if sock is None:
+        return
+    try:
+        before = sock.gettimeout()
+        sock.settimeout(0.2)
+        try:
+            while budget > 0:
+                data = raw.read1(budget)
+                if not data:
+                    raw.release_conn()  # wholly read: the pool may use it again
+                    return
+                budget -= len(data)
+        finally:
+            if sock.fileno() >= 0:
+                sock.settimeout(before)
+    except Exception:  # whatever went wrong, the connection is closed as before
+        return
 
 
 def parse_chunk(data: Mapping[str, Any]) -> ChatChunk:
