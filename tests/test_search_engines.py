@@ -60,6 +60,8 @@ def tree(tmp_path: Path) -> Path:
         "src/--files": "needle in a file named --files\n",
         "src/new\nline.txt": "needle behind a line break in the name\n",
         "src/crlf.txt": "needle\r\nNEEDLE\r\n",
+        "src/anchor.txt": "Needle_2026 and NEEDLE_2026\nneedle 2026\n",
+        "src/anchor-ü.txt": "grüße: \u212aiss_2026 and ki\u017fs_2026\n",
         ".env": "NEEDLE=secret\n",
         "id_rsa": "needle key\n",
         "config/credentials.json": '{"needle": 1}\n',
@@ -157,6 +159,8 @@ def reported(result: dict[str, Any]) -> set[str]:
         ("--regexp", True),
         ("a.b(c)[d]{e}*+?|^$", False),  # every regex metacharacter
         ("x\\y", False),
+        ("needle_2026", False),  # an anchor of digits, found verbatim before any case folding
+        ("kiss_2026", False),  # … in a file that is not ASCII, through a fold
     ],
 )
 def test_rg_and_python_report_the_same(tree: Path, tmp_path: Path, query: str, case: bool) -> None:
@@ -205,6 +209,9 @@ def test_case_folds_python_matches_are_kept_with_rg(tree: Path, tmp_path: Path) 
     result, _ = both(tree, tmp_path, query="kiss")
     (kelvin,) = [r for r in result["results"] if r["path"] == "src/kelvin.txt"]
     assert kelvin["matches"][0]["column"] == 1  # U+212A K matches k in Python's re
+    anchored, _ = both(tree, tmp_path, query="kiss_2026")
+    assert reported(anchored) == {"src/anchor-ü.txt"}
+    assert [m["column"] for m in anchored["results"][0]["matches"]] == [8]
 
 
 def test_a_query_rg_cannot_match_as_we_do_is_searched_in_python(tree: Path, tmp_path: Path) -> None:

@@ -357,8 +357,23 @@ def _whole_file_check(query: str, case: bool) -> Callable[[bytes], bool]:
     if lowered == raw.upper():  # no letters: case changes nothing
         return lambda data: raw in data
     if not set(query.lower()) & set("iks"):
-        return lambda data: lowered in data.lower()
-    return lambda data: lowered in data.lower() if data.isascii() else decoded(data)
+        check = _lowered_in(lowered)
+    else:
+        within = _lowered_in(lowered)
+
+        def check(data: bytes) -> bool:
+            return within(data) if data.isascii() else decoded(data)
+
+    # The query's longest run of digits and punctuation (which have no case, and which
+    # re.IGNORECASE matches only as themselves) must be there as it is: one find, no copy.
+    anchor = max(re.findall(rb"[^A-Za-z]+", raw), key=len, default=b"")
+    if len(anchor) < 3:
+        return check
+    return lambda data: anchor in data and check(data)
+
+
+def _lowered_in(lowered: bytes) -> Callable[[bytes], bool]:
+    return lambda data: lowered in data.lower()
 
 
 def _content_matches(
