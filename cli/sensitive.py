@@ -521,6 +521,7 @@ class PathClass:
     # wildcards, no such test): an entry whose directory has another name matches none.
     _nested_parents: frozenset[str] | None = field(init=False, repr=False, compare=False)
     _free_search: Callable[[str], object] | None = field(init=False, repr=False, compare=False)
+    _anchored_roots: frozenset[str] | None = field(init=False, repr=False, compare=False)
     _span: int = field(init=False, repr=False, compare=False)  # most components a nested glob has
 
     def __getattr__(self, name: str) -> Any:
@@ -556,6 +557,16 @@ class PathClass:
             return re.compile(f"(?:{alternatives}){suffix}" if parts else "(?!)", re.IGNORECASE)
 
         object.__setattr__(self, "_anchored", compiled(anchored_parts))  # frozen: set once
+        # For match_entry: anchored entries without wildcards as a set of paths (lowered:
+        # matching ignores case), when every anchored entry is one; else None.
+        roots: set[str] | None = set()
+        for glob in self.globs:
+            for home in self.homes:
+                root = anchored(glob, home)
+                if root is not None and roots is not None:
+                    plain = root.isascii() and not has_wildcards(root) and "\\" not in root
+                    roots = roots | {os.path.normpath(root).lower()} if plain else None
+        object.__setattr__(self, "_anchored_roots", None if roots is None else frozenset(roots))
         object.__setattr__(self, "_relative", compiled(relative_parts, "(?:/|$)"))
         object.__setattr__(self, "_free", compiled(free_parts))
         # Searching with a pattern that never matches still tries every position: skip it.
@@ -585,7 +596,13 @@ class PathClass:
         not in the class: a match must then end at the last component, so only the last few
         component starts need trying, however deep the path (tests/test_path_classes.py
         compares it with `match`)."""
-        if self._anchored.match(path) or (self._free_search and self._free_search(path)):
+        roots = self._anchored_roots
+        if roots is None or not path.isascii():
+            if self._anchored.match(path):
+                return True
+        elif path.lower() in roots:
+            return True  # below one, an ancestor would have matched: only the root itself
+        if self._free_search and self._free_search(path):
             return True
         last = path.rfind("/") + 1
         if self._name.matches(path, last):
@@ -625,7 +642,7 @@ class PathClass:
 
 _COMPILED = frozenset(
     {"_anchored", "_relative", "_free", "_free_search", "_name", "_nested_parents", "_nested"}
-    | {"_span"}
+    | {"_span", "_anchored_roots"}
 )
 
 

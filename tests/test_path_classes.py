@@ -628,6 +628,8 @@ _USER_GLOBS = (
     "*/keys/*",
     "ci/**/deploy.yml",
     "x\\*y",
+    "~/.config/*/hosts.yml",  # anchored with a wildcard: the regex, not the set of roots
+    "/home/u/src/a",
 )
 
 
