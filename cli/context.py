@@ -29,7 +29,39 @@ def estimate_tokens(text: str) -> int:
     return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
 
 
+# message_tokens' answers by message: a step estimates every message of the history again
+# (three times), and a tool result's content is large. An entry is used only while the
+# message still holds the very same content and thinking strings (immutable: a message
+# changed in place is estimated afresh); one with tool calls (a list, which could change
+# in place) is never cached. An entry keeps its message alive, so its id is not reused;
+# what the entries keep alive that the conversation no longer holds (after /clear, say) is
+# bounded: past _MAX_HELD characters the cache starts afresh.
+_ESTIMATES: dict[int, tuple[Mapping[str, Any], object, object, int]] = {}
+_MAX_HELD = 32 * 1024 * 1024
+_held = [0]
+
+
 def message_tokens(message: Mapping[str, Any]) -> int:
+    if message.get("tool_calls") is not None:
+        return _message_tokens(message)
+    key = id(message)
+    content, thinking = message.get("content"), message.get("thinking")
+    known = _ESTIMATES.get(key)
+    if known is not None and known[0] is message and known[1] is content and known[2] is thinking:
+        return known[3]
+    tokens = _message_tokens(message)
+    size = (len(content) if isinstance(content, str) else 0) + (
+        len(thinking) if isinstance(thinking, str) else 0
+    )
+    if _held[0] + size > _MAX_HELD:
+        _ESTIMATES.clear()
+        _held[0] = 0
+    _ESTIMATES[key] = (message, content, thinking, tokens)
+    _held[0] += size
+    return tokens
+
+
+def _message_tokens(message: Mapping[str, Any]) -> int:
     total = _MESSAGE_OVERHEAD
     for key in ("content", "thinking"):
         value = message.get(key)

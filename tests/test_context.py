@@ -73,3 +73,23 @@ def test_shrink_result_keeps_valid_json_under_the_limit() -> None:
     assert len(json.dumps(shrunk, ensure_ascii=False)) <= 5000
     assert shrunk["cut_for_context"] is True and shrunk["path"] == "/x"
     assert shrink_result({"success": True}, 5000) == {"success": True}
+
+
+def test_a_message_changed_in_place_is_estimated_afresh() -> None:
+    """message_tokens remembers its answer per message (a step estimates the whole history
+    again): a message whose content or thinking is replaced is not answered from memory,
+    and one with tool calls (a list that could change in place) is never remembered."""
+    message: dict[str, object] = {"role": "tool", "content": "x" * 4000}
+    first = message_tokens(message)
+    assert message_tokens(message) == first == 4 + 1000
+    message["content"] = "y" * 400
+    assert message_tokens(message) == 4 + 100
+    message["thinking"] = "z" * 40
+    assert message_tokens(message) == 4 + 110
+    calls: list[dict[str, object]] = []
+    assistant = {"role": "assistant", "content": "", "tool_calls": calls}
+    before = message_tokens(assistant)
+    calls.append({"function": {"name": "read_file", "arguments": {"path": "b" * 400}}})
+    assert message_tokens(assistant) > before + 100
+    calls.append({"function": {"name": "write_file", "arguments": {"path": "c"}}})
+    assert message_tokens(assistant) > before + 110
