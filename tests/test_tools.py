@@ -1261,3 +1261,20 @@ def test_command_deny_list(shell: Tools, command: str) -> None:
     decision = shell.decide("run_command", {"command": command})
     assert (decision.action, decision.rule, decision.needs_human) == ("ask", "command_deny", True)
     assert not _approved_unattended(command, decision)
+
+
+def test_read_file_whole_text_shortcut_gives_what_the_line_window_gives() -> None:
+    """A read without a line range returns the text as it is, its lines counted in C; it
+    must be what the split-and-join window gives for start_line=1, on any text."""
+    import random
+
+    from cli.tools.files import _line_window
+
+    ctx = ToolContext(cwd="/")
+    rng = random.Random(5)
+    texts = ["", "a", "a\n", "\n", "\n\n", "a\nb", "a\nb\n", "a\n\nb\n\n", "\r\n", "x\r\ny"]
+    texts += ["".join(rng.choice("ab\n\r") for _ in range(rng.randint(0, 40))) for _ in range(2000)]
+    for text in texts:
+        assert _line_window(text, None, None, ctx) == _line_window(text, 1, None, ctx), text
+    capped = ToolContext(cwd="/", limits=LimitsConfig(max_read_lines=2))
+    assert _line_window("a\nb\nc\n", None, None, capped)["truncated"] is True

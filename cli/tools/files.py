@@ -76,6 +76,17 @@ def read_file(
 
 def _line_window(text: str, start: int | None, end: int | None, ctx: ToolContext) -> Result:
     """The requested lines, never more than `max_read_lines` of them."""
+    if start is None and end is None:
+        # The whole file, if it fits: the text as it is, its lines counted in C (what the
+        # split and join below would give back, without building a list of every line).
+        total = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+        if total <= ctx.limits.max_read_lines:
+            return {
+                "content": text,
+                "lines": total,
+                "truncated": False,
+                "line_range": [1, total] if total else [0, 0],
+            }
     lines = text.split("\n")
     ends_with_newline = text.endswith("\n")
     if ends_with_newline:
