@@ -238,3 +238,46 @@ def test_garbage_between_lines_is_an_error_never_a_crash(ollama: FakeOllama) -> 
         ollama.enqueue(Stream([garbage]))
         with pytest.raises(AgentError):
             list(OllamaClient(ollama.url).chat(ChatRequest(model="qwen3:8b", messages=[])))
+
+
+# -- reading a stream: lines and JSON as the standard library reads them -------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\r", b"")), max_size=12))
+def test_split_lines_gives_the_lines_of_the_whole_body_however_it_is_cut(
+    pieces: list[bytes],
+) -> None:
+    from cli.backends.messages import split_lines
+
+    pieces = [p for p in pieces if p]  # a read never gives b""
+    body = b"".join(pieces)
+    expected = body.split(b"\n")
+    got = list(split_lines(iter(pieces), 10**6))
+    assert got == (expected if pieces else [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+        max_leaves=8,
+    ),
+    st.sampled_from(["", " ", "\n", "\r\n", " x", "}"]),
+)
+def test_loads_json_reads_a_line_as_json_loads_does(value: object, tail: str) -> None:
+    import json
+
+    from cli.backends.messages import loads_json
+
+    line = (json.dumps({"v": value}, ensure_ascii=False) + tail).encode("utf-8")
+    try:
+        expected: object = json.loads(line)
+    except ValueError:
+        expected = ValueError
+    try:
+        got: object = loads_json(line)
+    except ValueError:
+        got = ValueError
+    assert got == expected

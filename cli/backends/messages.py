@@ -26,6 +26,9 @@ _JSON_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|".*', re.DOTALL)
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 
+_DECODER = json.JSONDecoder()
+
+
 class JSONTooDeep(ValueError):
     """The JSON text nests deeper than MAX_JSON_DEPTH."""
 
@@ -54,8 +57,14 @@ def loads_json(text: str | bytes) -> Any:
     deeper than MAX_JSON_DEPTH, checked before parsing; ValueError when it is not JSON. Bytes
     are decoded as json.loads would (UTF-8, or UTF-16/32 by their first bytes)."""
     if isinstance(text, bytes):
-        if text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH:
-            return json.loads(text)  # the common case (a stream's chunk): no depth to check
+        if text[:1] == b"{" and text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH:
+            # The common case, a stream's chunk: UTF-8 (its first byte says so, as json's
+            # detect_encoding would), no depth to check, parsed as json.loads parses it.
+            decoded = text.decode("utf-8")  # UnicodeDecodeError is a ValueError
+            value, end = _DECODER.raw_decode(decoded)
+            if decoded[end:].strip(" \t\n\r"):
+                raise ValueError(f"extra data after the JSON value at {end}")
+            return value
         text = text.decode(json.detect_encoding(text))  # UnicodeDecodeError is a ValueError
     if nests_deeper_than(text):
         raise JSONTooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
@@ -134,6 +143,14 @@ def split_lines(pieces: Iterable[bytes], max_bytes: int) -> Iterator[bytes]:
         total += len(data)
         if total > max_bytes:
             raise Overflow("stream")
+        if data and pending_size == 0 and data.find(b"\n") == len(data) - 1:
+            # The usual piece, one whole line (a server flushes one chunk a line): the same
+            # as below, without the lists.
+            if len(data) > MAX_LINE_BYTES + 1:
+                raise Overflow("line")
+            pending = [b""]
+            yield data[:-1]
+            continue
         *complete, rest = data.split(b"\n")
         if complete:
             complete[0] = b"".join((*pending, complete[0]))

@@ -483,6 +483,13 @@ def keep_connection(response: requests.Response, budget: int = 65536) -> None:
 def parse_chunk(data: Mapping[str, Any]) -> ChatChunk:
     """One NDJSON object from /api/chat → a ChatChunk (tool calls normalised)."""
     message = data.get("message")
+    if type(message) is dict and not data.get("done") and "tool_calls" not in message:
+        # The usual chunk, a token of text or thinking: what the general case below gives.
+        content, thinking = message.get("content"), message.get("thinking")
+        return ChatChunk(
+            content=content if type(content) is str else "",
+            thinking=thinking if type(thinking) is str else "",
+        )
     if not isinstance(message, dict):
         message = {}
     done = bool(data.get("done"))
