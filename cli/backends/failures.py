@@ -14,12 +14,12 @@ import socket
 import ssl
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.client import RemoteDisconnected
+from http.client import HTTPException, RemoteDisconnected
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from urllib3.exceptions import ReadTimeoutError
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from cli.errors import OllamaError, ServerTimeout, ServerUnreachable
 
@@ -107,3 +107,35 @@ def causes_of(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(item))
         yield item
         todo += [item.__cause__, item.__context__, getattr(item, "reason", None), *item.args]
+
+
+class BodyTimeout(Exception):
+    """Nothing came for the read timeout while a body was read."""
+
+
+class BodyDropped(Exception):
+    """The connection broke while a body was read."""
+
+
+def body_pieces(response: requests.Response, size: int = 65536) -> Iterator[bytes]:
+    """A streamed body as it arrives: `read1` returns what the socket has, so each token
+    reaches the user as soon as the server flushes it. An identity-encoded body (Ollama's,
+    an OpenAI-compatible server's) is read from http.client's response under urllib3's, a
+    layer less for each of thousands of chunks; anything else (gzip) through urllib3, which
+    decodes it. Raises BodyTimeout or BodyDropped."""
+    raw = response.raw
+    plain = response.headers.get("Content-Encoding", "identity").strip().lower()
+    direct = getattr(raw, "_fp", None)
+    if plain not in ("", "identity") or not callable(getattr(direct, "read1", None)):
+        direct = None
+    read = direct.read1 if direct is not None else raw.read1
+    while True:
+        try:
+            data = read(size)
+        except (ReadTimeoutError, TimeoutError) as exc:
+            raise BodyTimeout() from exc
+        except (ProtocolError, HTTPException, OSError, ValueError) as exc:
+            raise BodyDropped() from exc
+        if not data:
+            return
+        yield data

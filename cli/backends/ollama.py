@@ -17,9 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from cli.backends.failures import Wording, connection_error
+from cli.backends.failures import BodyDropped, BodyTimeout, Wording, body_pieces, connection_error
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
@@ -427,19 +426,14 @@ class OllamaClient:
             ) from None
 
     def _pieces(self, response: requests.Response) -> Iterator[bytes]:
-        raw = response.raw
-        while True:
-            try:
-                data = raw.read1(65536)
-            except ReadTimeoutError as exc:
-                raise ServerTimeout(self._timeout_message()) from exc
-            except (ProtocolError, OSError) as exc:
-                raise StreamError(
-                    f"the connection to {self._base} dropped mid-stream; try again"
-                ) from exc
-            if not data:
-                return
-            yield data
+        try:
+            yield from body_pieces(response)
+        except BodyTimeout as exc:
+            raise ServerTimeout(self._timeout_message()) from exc.__cause__
+        except BodyDropped as exc:
+            raise StreamError(
+                f"the connection to {self._base} dropped mid-stream; try again"
+            ) from exc.__cause__
 
     def _unreachable(self, why: str) -> str:
         return (

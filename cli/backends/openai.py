@@ -18,9 +18,15 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import requests
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from cli.backends.failures import Wording, connection_error, is_reset
+from cli.backends.failures import (
+    BodyDropped,
+    BodyTimeout,
+    Wording,
+    body_pieces,
+    connection_error,
+    is_reset,
+)
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
@@ -507,19 +513,12 @@ class OpenAIClient:
         return b"".join(parts)
 
     def _pieces(self, response: requests.Response) -> Iterator[bytes]:
-        """The body as it arrives: `read1` returns what the socket has, so each token reaches
-        the user as soon as the server flushes it."""
-        raw = response.raw
-        while True:
-            try:
-                data = raw.read1(65536)
-            except ReadTimeoutError as exc:
-                raise ServerTimeout(self._timeout_message()) from exc
-            except (ProtocolError, OSError) as exc:
-                raise _Dropped() from exc
-            if not data:
-                return
-            yield data
+        try:
+            yield from body_pieces(response)
+        except BodyTimeout as exc:
+            raise ServerTimeout(self._timeout_message()) from exc.__cause__
+        except BodyDropped as exc:
+            raise _Dropped() from exc.__cause__
 
     # -- streaming ----------------------------------------------------------------------
 
