@@ -448,7 +448,7 @@ def _glob_regex(glob: str) -> str:
                 body = glob[i + 1 : end].replace("\\", "\\\\")
                 if body.startswith("!"):
                     body = "^" + body[1:]
-                out.append(f"[{body}]")
+                out.append(f"(?!/)[{body}]")  # a class, like `?`, stays within a component
                 i = end
         else:
             out.append(re.escape(c))

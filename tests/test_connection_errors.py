@@ -211,6 +211,43 @@ def test_run_with_https_to_plain_http(run_cli: RunCli, ollama: FakeOllama) -> No
     assert "TLS handshake failed" in line and f"use {ollama.url}" in line
 
 
+@pytest.fixture
+def cut_short() -> Iterator[str]:
+    """A server that announces a body of 1000 bytes, sends 13 and hangs up."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b'Content-Length: 1000\r\n\r\n{"data": [{"i'
+                )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def test_openai_body_cut_short_is_a_dropped_connection_not_bad_json(
+    cut_short: str, openai_client: Callable[..., Client]
+) -> None:
+    error = failure(lambda c: c.list_models(), openai_client(cut_short + "/v1", timeout=2))
+    assert "dropped while the answer was read; try again" in error.message
+
+
 # -- a server that accepts and says nothing -----------------------------------------------------
 
 

@@ -981,3 +981,18 @@ def test_a_stream_that_does_not_end_after_done_costs_at_most_a_fifth_of_a_second
     assert "".join(c.content for c in chat(client)) == "next"  # the next call works
     clients = [r.client for r in ollama.requests_to("/api/chat")]
     assert len(clients) == 2 and clients[0] != clients[1]
+
+
+def test_a_server_that_goes_on_sending_after_done_is_cut_off_in_a_fifth_of_a_second(
+    ollama: FakeOllama, client: OllamaClient
+) -> None:
+    """After its done chunk the server keeps sending (every 10 ms, for ever): the wait for
+    the stream's end is 0.2 s in all, not per read, and the next call opens a fresh
+    connection."""
+    ollama.enqueue(Stream(reply("then more").lines, endless=True), reply("next"))
+    started = time.monotonic()
+    assert chat(client)[-1].done
+    assert time.monotonic() - started < 1.0
+    assert "".join(c.content for c in chat(client)) == "next"
+    clients = [r.client for r in ollama.requests_to("/api/chat")]
+    assert len(clients) == 2 and clients[0] != clients[1]

@@ -613,7 +613,7 @@ _PIECES = (
     *(".config", ".cargo", "credentials.toml", "containers", "auth.json", ".ssh", ".env"),
     *("x.env", "id_rsa.pub", "secret.json", "Secrets", "my.KEY", "K.pem", "İd_rsa", "ſecrets"),
     *("tokens.JSON", "src", "node_modules", "a", "prod", "deploy.yml", "Ünïcode", "wk[1]"),
-    *("keys", "vault.txt", "notes.md", "PASSWORD.txt", "ci", "x*y"),
+    *("keys", "vault.txt", "notes.md", "PASSWORD.txt", "ci", "x*y", "id_rsa", "ab", "b"),
 )
 # User entries of every shape _NameTest and the nested test sort: exact, prefix, suffix, part,
 # classes, `?`, non-ASCII, nested with a wildcard parent, and `**`.
@@ -628,6 +628,9 @@ _USER_GLOBS = (
     "*/keys/*",
     "ci/**/deploy.yml",
     "x\\*y",
+    "id_rsa[!.]*",  # a negated class, which must not match the / after id_rsa
+    "x/a[!x]b",
+    "[+-0]b",  # a range that holds / (+ , - . /)
     "~/.config/*/hosts.yml",  # anchored with a wildcard: the regex, not the set of roots
     "/home/u/src/a",
 )

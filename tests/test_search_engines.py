@@ -61,6 +61,9 @@ def tree(tmp_path: Path) -> Path:
         "src/new\nline.txt": "needle behind a line break in the name\n",
         "src/crlf.txt": "needle\r\nNEEDLE\r\n",
         "src/anchor.txt": "Needle_2026 and NEEDLE_2026\nneedle 2026\n",
+        "src/arrow.c": "p = self->next; if (a<b && x>y) return;\n",
+        "src/bom16le.txt": b"\xff\xfehello world\n",  # no NUL: text to us, UTF-16 to rg's sniffing
+        "src/bom8.txt": "\ufeffstart here\n",
         "src/anchor-ü.txt": "grüße: \u212aiss_2026 and ki\u017fs_2026\n",
         ".env": "NEEDLE=secret\n",
         "id_rsa": "needle key\n",
@@ -159,6 +162,11 @@ def reported(result: dict[str, Any]) -> set[str]:
         ("--regexp", True),
         ("a.b(c)[d]{e}*+?|^$", False),  # every regex metacharacter
         ("x\\y", False),
+        ("self->next", False),  # `\>` would be a word boundary to rg
+        ("a<b", False),
+        ("x>y", True),
+        ("hello world", False),  # in a file that starts like UTF-16
+        ("\ufeffstart", True),  # a UTF-8 byte-order mark, which rg would strip
         ("needle_2026", False),  # an anchor of digits, found verbatim before any case folding
         ("kiss_2026", False),  # … in a file that is not ASCII, through a fold
     ],
@@ -215,7 +223,12 @@ def test_case_folds_python_matches_are_kept_with_rg(tree: Path, tmp_path: Path) 
 
 
 def test_a_query_rg_cannot_match_as_we_do_is_searched_in_python(tree: Path, tmp_path: Path) -> None:
-    for query, case in (("über", False), ("needle\nNEEDLE", False), ("\ufffd", True)):
+    for query, case in (
+        ("über", False),
+        ("needle\nNEEDLE", False),
+        ("\ufffd", True),
+        ("\ud800x", True),  # a lone surrogate, which JSON can carry and no argv can
+    ):
         result, runs = both(tree, tmp_path, query=query, case_sensitive=case)
         assert runs == 0, query
     result, _ = both(tree, tmp_path, query="über")
@@ -248,6 +261,21 @@ def test_a_file_swapped_for_a_symlink_while_rg_runs_is_not_followed(
     assert "secret outside" not in json.dumps(result)
     # What is found is what Python finds in the tree as it is now (which counts one file
     # fewer: the walk saw the victim as a file, Python now sees a link).
+    assert result["results"] == search(tree, "python", rg, query="needle")["results"]
+
+
+def test_a_file_swapped_for_a_fifo_while_rg_runs_cannot_hang_the_search(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rg opens the files it is given by name, blocking: one swapped for a FIFO after the
+    walk would block it for ever. It gets ripgrep.DEADLINE in all (here 2 s), then it is
+    killed and Python, which opens without blocking, searches every file."""
+    monkeypatch.setattr(ripgrep, "DEADLINE", 2.0)
+    victim = tree / "src" / "victim.txt"
+    rg = wrapper(tmp_path, before=f"rm -f '{victim}'; mkfifo '{victim}'")
+    result = search(tree, "rg", rg, query="needle")
+    assert stat.S_ISFIFO(victim.lstat().st_mode)
+    assert "src/victim.txt" not in reported(result)
     assert result["results"] == search(tree, "python", rg, query="needle")["results"]
 
 

@@ -121,8 +121,8 @@ def body_pieces(response: requests.Response, size: int = 65536) -> Iterator[byte
     """A streamed body as it arrives: `read1` returns what the socket has, so each token
     reaches the user as soon as the server flushes it. An identity-encoded body (Ollama's,
     an OpenAI-compatible server's) is read from http.client's response under urllib3's, a
-    layer less for each of thousands of chunks; anything else (gzip) through urllib3, which
-    decodes it. Raises BodyTimeout or BodyDropped."""
+    layer less for each of thousands of chunks; anything else through urllib3, as before.
+    Raises BodyTimeout or BodyDropped (a body cut short included)."""
     raw = response.raw
     plain = response.headers.get("Content-Encoding", "identity").strip().lower()
     direct = getattr(raw, "_fp", None)
@@ -137,5 +137,8 @@ def body_pieces(response: requests.Response, size: int = 65536) -> Iterator[byte
         except (ProtocolError, HTTPException, OSError, ValueError) as exc:
             raise BodyDropped() from exc
         if not data:
+            if direct is not None and getattr(direct, "length", None):
+                # http.client ends a Content-Length body cut short quietly (urllib3 raises).
+                raise BodyDropped()
             return
         yield data

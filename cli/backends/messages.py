@@ -57,7 +57,11 @@ def loads_json(text: str | bytes) -> Any:
     deeper than MAX_JSON_DEPTH, checked before parsing; ValueError when it is not JSON. Bytes
     are decoded as json.loads would (UTF-8, or UTF-16/32 by their first bytes)."""
     if isinstance(text, bytes):
-        if text[:1] == b"{" and text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH:
+        if (
+            text[:1] == b"{"
+            and text[1:2] != b"\x00"  # UTF-16 or 32 little-endian: json.loads decodes those
+            and text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH
+        ):
             # The common case, a stream's chunk: UTF-8 (its first byte says so, as json's
             # detect_encoding would), no depth to check, parsed as json.loads parses it.
             decoded = text.decode("utf-8")  # UnicodeDecodeError is a ValueError

@@ -7,9 +7,11 @@ Everything wire-specific lives here; the loop only sees `messages.ChatChunk`. Se
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import ipaddress
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -448,30 +450,50 @@ class OllamaClient:
         )
 
 
+KEEP_WAIT = 0.2  # seconds keep_connection waits for a body's end after its last chunk
+
+
 def keep_connection(response: requests.Response, budget: int = 65536) -> None:
     """After the last chunk: read the little that is left of the body (the chunked stream's
     end, sent with it), so that the connection goes back to the pool and the next step does
-    not open a new one. A server that sends more, or nothing for 0.2 s, is left to be closed
-    as before: this only ever saves a connection, it never waits long or fails."""
+    not open a new one. At most KEEP_WAIT seconds in all, whatever the server sends (a
+    watchdog shuts the socket, which ends any read, trailers without end included); then
+    the connection is closed as it was before: this only ever saves a connection."""
     raw = response.raw
     sock = getattr(getattr(raw, "connection", None), "sock", None)
     if sock is None:
         return
+    lock = threading.Lock()
+    state = {"done": False}
+
+    def cut() -> None:
+        with lock:
+            if not state["done"]:
+                state["done"] = True
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    watchdog = threading.Timer(KEEP_WAIT, cut)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         before = sock.gettimeout()
-        sock.settimeout(0.2)
-        try:
-            while budget > 0:
-                data = raw.read1(budget)
-                if not data:
-                    raw.release_conn()  # wholly read: the pool may use it again
-                    return
-                budget -= len(data)
-        finally:
-            if sock.fileno() >= 0:
+        sock.settimeout(KEEP_WAIT)
+        while budget > 0:
+            data = raw.read1(budget)
+            if not data:
+                with lock:
+                    if state["done"]:
+                        return  # the watchdog cut it: closed as before
+                    state["done"] = True
                 sock.settimeout(before)
+                raw.release_conn()  # wholly read, in time: the pool may use it again
+                return
+            budget -= len(data)
     except Exception:  # whatever went wrong, the connection is closed as before
         return
+    finally:
+        watchdog.cancel()
 
 
 def parse_chunk(data: Mapping[str, Any]) -> ChatChunk:

@@ -19,13 +19,24 @@ with), else the first on PATH. METONA_SEARCH_ENGINE=python turns it off, =rg req
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import resource
 import shutil
-import string
 import subprocess
 import sysconfig
+import time
 from collections.abc import Mapping
+
+# The characters Rust's regex::escape escapes; any other is itself in rg's syntax, and some
+# escaped would not be (`\<` and `\>` are word boundaries).
+_META = frozenset("\\.+*?()|[]{}^$#&-~")
+# rg gets this long in all (then it is killed, and Python searches every file: a FIFO or
+# a device swapped in for a file the walk saw would block it or feed it without end) and
+# this much memory.
+DEADLINE = 30.0
+_MEMORY = 1 << 30
 
 ENGINE_VARIABLE = "METONA_SEARCH_ENGINE"
 RG_VARIABLE = "METONA_RG"
@@ -56,6 +67,10 @@ def usable_for(query: str, case_sensitive: bool) -> bool:
     """Is rg's match a superset of ours for this query (see the module's docstring)?"""
     if not query or "\x00" in query or "\n" in query or "\r" in query or "\ufffd" in query:
         return False
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        return False  # a lone surrogate (JSON allows one): no argv can carry it
     return case_sensitive or query.isascii()
 
 
@@ -67,10 +82,10 @@ def pattern_args(query: str, case_sensitive: bool) -> list[str]:
     for char in query:  # ASCII (usable_for)
         if char in "iI":
             parts.append("[iI\u0130\u0131]")
-        elif char in string.punctuation:
-            parts.append("\\" + char)  # rg's regex takes any ASCII punctuation escaped
+        elif char in _META:
+            parts.append("\\" + char)  # what Rust's regex::escape escapes
         else:
-            parts.append(char)
+            parts.append(char)  # not `\<`: that is a word boundary in rg
     return ["--ignore-case", "--regexp", "".join(parts)]
 
 
@@ -78,8 +93,13 @@ def find(environ: Mapping[str, str]) -> str | None:
     """The rg to run: METONA_RG, ours (the `fast` extra) or the first on PATH."""
     chosen = environ.get(RG_VARIABLE)
     if chosen:
-        return chosen if os.access(chosen, os.X_OK) else None
-    return _find(environ.get("PATH", os.defpath))
+        return chosen if os.path.isabs(chosen) and os.access(chosen, os.X_OK) else None
+    # Absolute entries only: a relative one (`bin`, `node_modules/.bin`) would be looked up
+    # in the directory rg runs in, which the model chose.
+    path_var = os.pathsep.join(
+        p for p in environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(p)
+    )
+    return _find(path_var)
 
 
 @functools.lru_cache(maxsize=8)
@@ -104,6 +124,8 @@ class Proposer:
             "--files-with-matches",
             "--null",  # names may hold line breaks
             "--text",  # ours decides what is binary
+            "--encoding=none",  # bytes as they are: no BOM sniffing, as ours reads them
+            "--no-mmap",
             "--no-messages",
             f"--max-filesize={max_bytes}",  # larger files are not searched by us either
             *pattern_args(query, case_sensitive),
@@ -115,6 +137,7 @@ class Proposer:
         self._added = 0
         self._running: list[subprocess.Popen[bytes]] = []
         self._failed = False
+        self._started = time.monotonic()
 
     def add(self, relative: str) -> None:
         # "./": rg reads the name as it is, relative to the walk's top (its cwd), and no name
@@ -132,8 +155,13 @@ class Proposer:
         if self._batch:
             self._launch()
         found: set[str] = set()
+        deadline = self._started + DEADLINE
         for proc in self._running:
-            out, _ = proc.communicate()
+            try:
+                out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._failed = True
+                break
             # 1: nothing found. 2: an error (a file vanished or is unreadable): what it did
             # list is still a list, but whether the others were searched is not known.
             if proc.returncode not in (0, 1):
@@ -141,7 +169,7 @@ class Proposer:
             for name in out.split(b"\0"):
                 if name:
                     found.add(os.fsdecode(name[2:] if name.startswith(b"./") else name))
-        self._running.clear()
+        self.close()
         return None if self._failed else found
 
     def close(self) -> None:
@@ -155,15 +183,24 @@ class Proposer:
         if self._failed:
             return
         try:
-            self._running.append(
-                subprocess.Popen(
-                    [*self._command, *batch],
-                    cwd=self._top,
-                    env={"PATH": os.defpath},
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                )
+            proc = subprocess.Popen(
+                [*self._command, *batch],
+                cwd=self._top,
+                env={"PATH": os.defpath},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
             )
-        except OSError:
+        except (OSError, ValueError, subprocess.SubprocessError):
             self._failed = True
+            return
+        self._running.append(proc)
+        _limit_memory(proc.pid)
+
+
+def _limit_memory(pid: int) -> None:
+    """rg's allocations past _MEMORY fail (it exits, and Python searches instead) rather
+    than the machine swapping; set from outside (prlimit), since a hook run in the child
+    before exec is unsafe in a process with threads."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        resource.prlimit(pid, resource.RLIMIT_AS, (_MEMORY, _MEMORY))
