@@ -148,19 +148,31 @@ def test_random_tool_calls_never_crash_nor_touch_outside(
 ) -> None:
     calls = data.draw(st.lists(tool_calls(outside_paths(outside, home)), min_size=1, max_size=6))
     before_outside, before_home = snapshot(outside), snapshot(home)
+    # The fake outlives the examples (a function-scoped fixture): what an earlier example
+    # left scripted or recorded must not be this one's.
+    while ollama.pending:
+        ollama.next_response()
+    ollama.requests.clear()
     ollama.enqueue(reply(tool_calls=calls), reply("done"))
     harness = make_agent("policy: {confirm: all}\n")
     harness.agent.approver = approve_everything
     events = harness.run("go")  # raises if the loop crashed
-    assert events[-1].answer == "done"
+    finished = events[-1]
+    # Five identical failing calls in one step end the turn (cli/guards.py STOP_AFTER): no
+    # second request then.
+    repeating = finished.stop_reason == "repeating"
+    assert finished.answer == ("" if repeating else "done"), finished
     assert snapshot(outside) == before_outside
     # The agent's own state (journal, audit log) lives in home/.local: not the model's doing.
     ours = str(home / ".local")
     home_now = {k: v for k, v in snapshot(home).items() if not k.startswith(ours)}
     assert home_now == {k: v for k, v in before_home.items() if not k.startswith(ours)}
     # Every call got exactly one tool message, in order, and every result is an object.
+    if repeating:
+        assert len(ollama.chat_bodies) == 1
+        return
     sent = [m for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "tool"]
-    assert len(sent) == len(calls)
+    assert len(ollama.chat_bodies) == 2 and len(sent) == len(calls)
     assert all(isinstance(json.loads(m["content"]), dict) for m in sent)
 
 
@@ -281,3 +293,17 @@ def test_loads_json_reads_a_line_as_json_loads_does(value: object, tail: str) ->
     except ValueError:
         got = ValueError
     assert got == expected
+
+
+def test_five_identical_failing_calls_in_one_step_end_the_turn(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
+    """The case the property above allows for: the repeat guard stops the turn in its
+    first step, so no second request is made, and the answer is empty."""
+    calls = [tool_call("read_file", {})] * 6  # no path: invalid, five times and more
+    ollama.enqueue(reply(tool_calls=calls), reply("done"))
+    harness = make_agent("policy: {confirm: all}\n")
+    harness.agent.approver = approve_everything
+    finished = harness.run("go")[-1]
+    assert (finished.stop_reason, finished.answer) == ("repeating", "")
+    assert len(ollama.chat_bodies) == 1 and ollama.pending == 1
