@@ -279,6 +279,22 @@ def test_a_file_swapped_for_a_fifo_while_rg_runs_cannot_hang_the_search(
     assert result["results"] == search(tree, "python", rg, query="needle")["results"]
 
 
+def test_rg_runs_in_the_directory_walked_even_if_its_path_is_swapped(
+    tree: Path, tmp_path: Path
+) -> None:
+    """The search's directory is renamed and another put at its path before rg starts: rg
+    still reads the directory the walk holds open (by its fd), so what is found is what that
+    directory holds, and nothing of the decoy."""
+    moved = tmp_path / "moved"
+    decoy = (
+        f"mv '{tree}' '{moved}' && mkdir -p '{tree}/src' && echo needle > '{tree}/src/decoy.txt'"
+    )
+    rg = wrapper(tmp_path, before=f"[ -d '{moved}' ] || {{ {decoy}; }}")
+    result = search(tree, "rg", rg, query="needle")
+    assert "src/plain.txt" in reported(result)
+    assert "src/decoy.txt" not in reported(result)
+
+
 def test_rg_failing_falls_back_to_python(tree: Path, tmp_path: Path) -> None:
     broken = tmp_path / "rg-broken"
     broken.write_text("#!/bin/sh\nexit 2\n")

@@ -117,7 +117,9 @@ class Proposer:
     text, or None when rg could not say for all (it failed or was killed, or there were too
     few files to bother): then every file is searched in Python. `close` stops what runs."""
 
-    def __init__(self, rg: str, top: str, query: str, case_sensitive: bool, max_bytes: int) -> None:
+    def __init__(
+        self, rg: str, top_fd: int, query: str, case_sensitive: bool, max_bytes: int
+    ) -> None:
         self._command = [
             rg,
             "--no-config",  # not the user's RIPGREP_CONFIG_PATH
@@ -131,7 +133,7 @@ class Proposer:
             *pattern_args(query, case_sensitive),
             "--",
         ]
-        self._top = top
+        self._top_fd = top_fd
         self._batch: list[str] = []
         self._size = 0
         self._added = 0
@@ -185,7 +187,10 @@ class Proposer:
         try:
             proc = subprocess.Popen(
                 [*self._command, *batch],
-                cwd=self._top,
+                # The directory the walk holds open, not its path (which may have been
+                # swapped since): the child's copy of the fd, entered before rg runs.
+                cwd=f"/proc/self/fd/{self._top_fd}",
+                pass_fds=(self._top_fd,),
                 env={"PATH": os.defpath},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -64,7 +64,7 @@ def search_files(
         if rg is None:
             _search_walking(walked, wanted, scan, ctx)
         else:
-            _search_proposed(walked, top, root, rg, wanted, scan, ctx)
+            _search_proposed(walked, top, rg, wanted, scan, ctx)
     return _result(query, search_type, scan, wanted.max_results)
 
 
@@ -83,7 +83,7 @@ def _search_walking(walked: Walk, wanted: _Query, scan: _Scan, ctx: ToolContext)
 
 
 def _search_proposed(
-    walked: Walk, top: int, root: str, rg: str, wanted: _Query, scan: _Scan, ctx: ToolContext
+    walked: Walk, top: int, rg: str, wanted: _Query, scan: _Scan, ctx: ToolContext
 ) -> None:
     """The walk first, handing rg the files it finds; then each file is visited in walk order
     as _search_walking would, its content read (again, below the top's fd, never through a
@@ -91,7 +91,7 @@ def _search_proposed(
     count of entries visited being the walk's at the file where the search stops."""
     seen: list[tuple[str, str, str, int, Reader | None]] = []
     proposer = ripgrep.Proposer(
-        rg, root, wanted.query, wanted.case_sensitive, wanted.limits.max_search_file_bytes
+        rg, top, wanted.query, wanted.case_sensitive, wanted.limits.max_search_file_bytes
     )
     try:
         with closing(walked):
