@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, closing
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -99,10 +99,10 @@ def silent() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-@pytest.fixture
-def headers_only() -> Iterator[str]:
-    """A server that answers the status line and headers, then never sends the body it
-    announced: the read timeout strikes while the body is read, not before it."""
+@contextmanager
+def answering(answer: bytes, *, hang_up: bool) -> Iterator[str]:
+    """A server on 127.0.0.1 that reads each request and sends `answer`, then hangs up
+    (`hang_up`) or holds the connection open, saying no more, until the test ends."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
@@ -116,21 +116,40 @@ def headers_only() -> Iterator[str]:
                 conn, _ = server.accept()
             except OSError:
                 continue
-            held.append(conn)
             conn.recv(65536)
-            conn.sendall(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 1000\r\n\r\n{"
-            )
+            conn.sendall(answer)
+            if hang_up:
+                conn.close()
+            else:
+                held.append(conn)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in held:
-        conn.close()
-    server.close()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+@pytest.fixture
+def headers_only() -> Iterator[str]:
+    """A server that answers the status line and headers, then never sends the body it
+    announced: the read timeout strikes while the body is read, not before it."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+    with answering(head, hang_up=False) as url:
+        yield url
+
+
+@pytest.fixture
+def cut_short() -> Iterator[str]:
+    """A server that announces a body of 1000 bytes, sends 13 and hangs up."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    with answering(head + b'{"data": [{"i', hang_up=True) as url:
+        yield url
 
 
 @pytest.fixture
@@ -209,36 +228,6 @@ def test_run_with_https_to_plain_http(run_cli: RunCli, ollama: FakeOllama) -> No
     https = ollama.url.replace("http://", "https://")
     line = one_line_failure(run_cli("run", "hi", "--host", https))
     assert "TLS handshake failed" in line and f"use {ollama.url}" in line
-
-
-@pytest.fixture
-def cut_short() -> Iterator[str]:
-    """A server that announces a body of 1000 bytes, sends 13 and hangs up."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    stop = threading.Event()
-
-    def serve() -> None:
-        server.settimeout(0.05)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.recv(65536)
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    b'Content-Length: 1000\r\n\r\n{"data": [{"i'
-                )
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    server.close()
 
 
 def test_openai_body_cut_short_is_a_dropped_connection_not_bad_json(
