@@ -369,12 +369,8 @@ def holds(target: Target, data: bytes) -> Fingerprint | None:
     read as read_at reads, a megabyte at a time, and no further than the first difference
     (a rewrite of a big file is not read whole to learn it differs)."""
     with parent_dir(target) as (dir_fd, name):
-        _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, name)
-        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        fd, info = _open_regular(dir_fd, name, target.shown, target.checked)
         try:
-            info = os.fstat(fd)
-            _require_regular(info.st_mode, target.shown)
-            check_links(info, target.checked, target.shown)
             if info.st_size != len(data):
                 return None
             view, at = memoryview(data), 0
@@ -667,13 +663,8 @@ def read_at(
     never opened), unless the caller has just seen it is a regular file (`seen_regular`: a
     walk's scandir said so); after opening, fstat decides either way. `text_only`: a file
     whose first bytes say it is binary raises Binary before the rest is read."""
-    if not seen_regular:
-        _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
-    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    fd, info = _open_regular(dir_fd, name, shown, checked, seen_regular=seen_regular)
     try:
-        info = os.fstat(fd)
-        _require_regular(info.st_mode, shown)
-        check_links(info, checked, shown)
         if info.st_size > max_bytes:
             raise too_large(shown, info.st_size, max_bytes)
         data = _read_capped(fd, shown, max_bytes, info.st_size, text_only)
@@ -691,6 +682,26 @@ def read_below(dir_fd: int, relative: str, shown: str, max_bytes: int) -> FileDa
         return read_at(parent, name, shown, max_bytes)
     finally:
         os.close(parent)
+
+
+def _open_regular(
+    dir_fd: int, name: str, shown: str, checked: FileId | None, *, seen_regular: bool = False
+) -> tuple[int, os.stat_result]:
+    """The regular file `name` in dir_fd, open for reading (the caller closes the fd), and
+    its fstat: looked at before it is opened unless `seen_regular` (read_at says why), never
+    through a symlink, never blocking, and refused if it gained hard links since `checked`.
+    A plain function, not a context manager: a search calls it for every file."""
+    if not seen_regular:
+        _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
+    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        _require_regular(info.st_mode, shown)
+        check_links(info, checked, shown)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
 
 
 def check_links(info: os.stat_result, checked: FileId | None, shown: str) -> None:
