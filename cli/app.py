@@ -21,13 +21,11 @@ import typer
 from cli import __version__
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from cli.agent import Agent
     from cli.changes import ChangeStore
     from cli.config import Config
     from cli.instructions import Instructions
-    from cli.ui.trace import RunTrace
+    from cli.ui.trace import LazyConsole, RunTrace
     from cli.wiring import Choices
 from cli.errors import (
     EXIT_FAILURE,
@@ -327,23 +325,25 @@ def _run(
     *,
     verbose: bool = False,
 ) -> int:
-    from rich.console import Console
-
     from cli.approval import Approver, UnattendedApprover, refuse_without_terminal
     from cli.policy import Policy
-    from cli.ui.approve import Consequences
-    from cli.ui.confirm import LineApprover
+    from cli.ui.trace import LazyConsole
     from cli.wiring import build_agent, load
 
     config = load(choices, terminal.environ)
     text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
-    console = Console(file=terminal.stderr, highlight=False, soft_wrap=True)
+    console = LazyConsole(terminal.stderr, highlight=False, soft_wrap=True)
     asker = None
     if terminal.interactive():
+        from cli.ui.approve import Consequences
+        from cli.ui.confirm import LineApprover
+
         consequences = Consequences(
             config.policy.trash, config.policy.commands.sandbox, undo="agent undo"
         )
-        asker = LineApprover(console, terminal.stdin, cwd=terminal.cwd, consequences=consequences)
+        asker = LineApprover(
+            console.get(), terminal.stdin, cwd=terminal.cwd, consequences=consequences
+        )
 
     def approver(_policy: Policy) -> Approver:
         fallback: Approver = asker or refuse_without_terminal
@@ -369,7 +369,7 @@ def _drive(
     agent: Agent,
     config: Config,
     text: str,
-    console: Console,
+    console: LazyConsole,
     as_json: bool,
     verbose: bool,
 ) -> int:

@@ -12,12 +12,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_origin, get_type_hints
-
-import yaml
+from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
 
 from cli import sensitive
 from cli.errors import ConfigError
+
+if TYPE_CHECKING:
+    import yaml  # imported where a file is parsed: a run without a config file never pays it
 
 APP_NAME = "metona-agent"
 
@@ -304,6 +305,8 @@ def load_config(path: Path | None) -> Config:
 
 
 def parse_config(text: str, source: str) -> Config:
+    import yaml
+
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -344,6 +347,8 @@ def _index_lines(
             "here; write the value out"
         )
     seen_nodes.add(id(node))
+    import yaml
+
     lines.setdefault(path, node.start_mark.line + 1)
     children: list[tuple[str | None, yaml.Node]] = []
     if isinstance(node, yaml.MappingNode):

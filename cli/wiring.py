@@ -14,7 +14,6 @@ from cli.agent import Agent, AgentSettings
 from cli.approval import Approver
 from cli.backends.messages import ChatBackend
 from cli.backends.ollama import OllamaClient
-from cli.backends.openai import OpenAIClient
 from cli.changes import ChangeStore
 from cli.config import (
     API_KINDS,
@@ -186,6 +185,8 @@ def build_backend(choices: Choices, config: Config, environ: Mapping[str, str]) 
         raise UsageError(f"--api: expected one of {', '.join(API_KINDS)}; got {api!r}")
     host = resolve_host(choices.host, environ, config, api)
     if api == "openai":
+        from cli.backends.openai import OpenAIClient  # here: a native run never loads it
+
         # The key only ever comes from the environment, never from the YAML.
         key_env = config.ollama.api_key_env
         return OpenAIClient(

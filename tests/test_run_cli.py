@@ -248,6 +248,30 @@ def test_exit_130_on_ctrl_c(ollama: FakeOllama, workspace: Path) -> None:
     assert out == "" or (out.endswith("\n") and set(out.split()) == {"word"})
 
 
+def test_a_quiet_piped_run_loads_neither_rich_nor_yaml(ollama: FakeOllama, workspace: Path) -> None:
+    """Start-up (README, Performance): a piped run without a config file, whose trace has
+    nothing to say, never imports rich, PyYAML, prompt_toolkit or the OpenAI client."""
+    ollama.enqueue(reply("ok"))
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli", "run", "hi"],
+        cwd=workspace,
+        env={**os.environ, "OLLAMA_HOST": ollama.url},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]
+    loaded = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert {"cli.agent", "cli.backends.ollama", "requests"} <= loaded  # the listing is whole
+    for lazy in ("rich", "yaml", "prompt_toolkit", "cli.backends.openai"):
+        assert lazy not in loaded, lazy
+
+
 # -- options --------------------------------------------------------------------------------------
 
 

@@ -18,9 +18,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
-from rich.markup import escape
-
 from cli import outcomes
 from cli.backends.messages import Stats
 from cli.events import (
@@ -35,12 +32,41 @@ from cli.events import (
     ToolResult,
 )
 from cli.ui.keys import TypeAhead, terminal_fd
-from cli.ui.layout import terminal_width
-from cli.ui.live import Region, StatusLine, live_capable
 from cli.ui.text import call_summary, result_summary, sanitize, shorten_text
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from cli.ui.live import StatusLine
     from cli.ui.render import MarkdownStream
+
+
+class LazyConsole:
+    """The trace's rich Console, made when the trace first writes or a terminal needs it:
+    rich costs a tenth of `agent run`'s start-up, and a piped run whose trace has nothing
+    to say (no tool calls, no notices) never imports it."""
+
+    def __init__(self, file: TextIO, **options: Any) -> None:
+        self.file = file
+        self._options = options
+        self._console: Console | None = None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(file=self.file, **self._options)
+        return self._console
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        self.get().print(*objects, **options)
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, imported when there is something to print."""
+    from rich.markup import escape
+
+    return escape(text)
 
 
 @dataclass
@@ -89,7 +115,7 @@ class RunTrace:
 
     def __init__(
         self,
-        console: Console,
+        console: LazyConsole,
         record: RunRecord,
         show_thinking: bool,
         *,
@@ -109,8 +135,19 @@ class RunTrace:
         self._last_text = ""
         self._waiting = f"waiting for {sanitize(self.record.model)}"
         self._answer: MarkdownStream | None = None
-        status_region = Region(console, reflow=reflow) if live_capable(console) else None
+        # Neither needs rich unless stderr or stdout is a terminal.
+        status_region = None
+        if terminal_fd(console.file) is not None:
+            from cli.ui.live import Region, live_capable
+
+            if live_capable(console.get()):
+                status_region = Region(console.get(), reflow=reflow)
         if stdout is not None and terminal_fd(stdout) is not None:
+            from rich.console import Console
+
+            from cli.ui.layout import terminal_width
+            from cli.ui.live import Region
+
             answers = Console(file=stdout, highlight=False)
             width = terminal_width(stdout)
             if answers.is_dumb_terminal and width:  # rich takes 80 columns there
@@ -123,7 +160,11 @@ class RunTrace:
             from cli.ui.render import MarkdownStream
 
             self._answer = MarkdownStream(answers, region=region)
-        self._status = StatusLine(status_region, clock)
+        self._status: StatusLine | _NoStatus = _NoStatus()
+        if status_region is not None:
+            from cli.ui.live import StatusLine
+
+            self._status = StatusLine(status_region, clock)
         # Keys typed meanwhile are not ours to keep: they stay for whatever reads next.
         streams = (s for s in (stdin, console.file, stdout) if s is not None)
         self._keys = TypeAhead(*streams, keep=False)
@@ -276,6 +317,22 @@ class RunTrace:
 
 
 _COLOURS = {"allowed": "green", "declined": "yellow"}  # the rest in red
+
+
+class _NoStatus:
+    """StatusLine without a terminal does nothing; this is it, without importing rich."""
+
+    def begin(self) -> None:
+        pass
+
+    def expect(self, label: str, *, after: float = 0, style: str = "dim") -> None:
+        pass
+
+    def quiet(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
 
 
 def _same_terminal(a: object, b: object) -> bool:
