@@ -26,7 +26,8 @@ from cli.policy import Policy
 from cli.schema import validate_arguments
 from cli.tools import ToolContext, run_tool
 from cli.tools.base import Tool
-from cli.tools.git import DIFF_MAX_BYTES, GIT_DIFF, GIT_STATUS, TIMEOUT_SECONDS
+from cli.tools.definitions import DIFF_MAX_BYTES, GIT_DIFF, GIT_STATUS
+from cli.tools.git import TIMEOUT_SECONDS
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,

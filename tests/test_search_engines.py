@@ -23,7 +23,7 @@ from cli.paths import resolve_path
 from cli.policy import Policy
 from cli.tools import ripgrep
 from cli.tools.base import ToolContext, ToolError
-from cli.tools.search import SEARCH_FILES
+from cli.tools.definitions import SEARCH_FILES
 
 REAL_RG = ripgrep.find({"PATH": os.environ.get("PATH", "")})
 pytestmark = pytest.mark.skipif(

@@ -9,12 +9,19 @@ from cli.config import TOOL_NAMES
 from cli.paths import ResolvedPath
 from cli.schema import SchemaError, validate_arguments
 from cli.tools.base import Result, Tool, ToolContext, ToolError, failure
-from cli.tools.files import CREATE_DIRECTORY, DELETE_FILE, EDIT_FILE, READ_FILE, WRITE_FILE
-from cli.tools.git import GIT_DIFF, GIT_STATUS
-from cli.tools.listing import LIST_DIRECTORY
-from cli.tools.moves import MOVE_FILE
-from cli.tools.search import SEARCH_FILES
-from cli.tools.shell import RUN_COMMAND
+from cli.tools.definitions import (
+    CREATE_DIRECTORY,
+    DELETE_FILE,
+    EDIT_FILE,
+    GIT_DIFF,
+    GIT_STATUS,
+    LIST_DIRECTORY,
+    MOVE_FILE,
+    READ_FILE,
+    RUN_COMMAND,
+    SEARCH_FILES,
+    WRITE_FILE,
+)
 
 ALL_TOOLS: Mapping[str, Tool] = {
     t.name: t

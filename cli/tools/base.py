@@ -9,13 +9,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cli.changes import ChangeStore
 from cli.config import LimitsConfig
 from cli.paths import ResolvedPath, display_path, root_of
-from cli.sandbox import SandboxSpec
 from cli.tools.memory import EditFailures, FileMemory, Fingerprint
+
+if TYPE_CHECKING:
+    from cli.changes import ChangeStore
+    from cli.sandbox import SandboxSpec
 
 Result = dict[str, Any]
 

@@ -12,13 +12,8 @@ from cli.paths import ResolvedPath
 from cli.tools import fsops
 from cli.tools.base import (
     Result,
-    Tool,
     ToolContext,
     ToolError,
-    boolean,
-    integer,
-    params,
-    string,
 )
 from cli.tools.edits import EditFailed, plan_edit
 from cli.tools.memory import Fingerprint
@@ -113,24 +108,6 @@ def _line_window(text: str, start: int | None, end: int | None, ctx: ToolContext
     return result
 
 
-READ_FILE = Tool(
-    "read_file",
-    "Read a local text file. Returns its content, size and line count. Files over 1 MB and "
-    "binary files are refused; at most 500 lines come back per call, use start_line/end_line "
-    "for the rest.",
-    params(
-        ["path"],
-        path=string("The file to read: absolute, or relative to the working directory."),
-        encoding=string(
-            "How to decode the file. Default: utf-8.", enum=["utf-8", "latin1", "base64"]
-        ),
-        start_line=integer("First line to return (1-based). Default: 1."),
-        end_line=integer("Last line to return (inclusive). Default: start_line + 499."),
-    ),
-    read_file,
-)
-
-
 # -- write_file ------------------------------------------------------------------------------
 
 
@@ -199,20 +176,6 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
                 "the old content was too large to keep (the user agreed): this cannot be undone"
             )
     return result
-
-
-WRITE_FILE = Tool(
-    "write_file",
-    "Write text to a local file: creates it (and its parent directories) or replaces its whole "
-    "content. Explain what you write and why before calling it.",
-    params(
-        ["path", "content"],
-        path=string("The file to write: absolute, or relative to the working directory."),
-        content=string("The complete new content of the file."),
-        encoding=string("Encoding of the file. Only utf-8.", enum=["utf-8"]),
-    ),
-    write_file,
-)
 
 
 # -- edit_file -------------------------------------------------------------------------------
@@ -284,22 +247,6 @@ def _current_text(ctx: ToolContext, checked: ResolvedPath, seen: Fingerprint) ->
         ) from None
 
 
-EDIT_FILE = Tool(
-    "edit_file",
-    "Replace exact text in a file you have read: old_string (copied from read_file, without "
-    "line numbers; include enough lines to be unique) becomes new_string. Cheaper and safer "
-    "than rewriting the whole file with write_file.",
-    params(
-        ["path", "old_string", "new_string"],
-        path=string("The file to edit: absolute, or relative to the working directory."),
-        old_string=string("The exact text to replace, as the file holds it."),
-        new_string=string("The text to put in its place (may be empty to delete)."),
-        replace_all=boolean("Replace every occurrence, not just a unique one. Default: false."),
-    ),
-    edit_file,
-)
-
-
 # -- create_directory ------------------------------------------------------------------------
 
 
@@ -317,14 +264,6 @@ def create_directory(
         )
         result["change"] = change.id
     return result
-
-
-CREATE_DIRECTORY = Tool(
-    "create_directory",
-    "Create a directory, and its missing parents. Succeeds with created=false if it exists.",
-    params(["path"], path=string("The directory to create.")),
-    create_directory,
-)
 
 
 # -- delete_file -----------------------------------------------------------------------------
@@ -375,16 +314,3 @@ def delete_file(
                 "deleted for good, this cannot be undone"
             )
     return result
-
-
-DELETE_FILE = Tool(
-    "delete_file",
-    "Delete a file, a symlink, or a directory (recursive=true for a non-empty one). Always "
-    "confirmed by the user. Explain why before calling it.",
-    params(
-        ["path"],
-        path=string("The file or directory to delete."),
-        recursive=boolean("Delete a directory and everything in it. Default: false."),
-    ),
-    delete_file,
-)

@@ -24,13 +24,12 @@ from itertools import pairwise
 from typing import Any
 
 from cli.paths import ResolvedPath, is_within
-from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, integer, params, string
+from cli.tools.base import Result, ToolContext, ToolError
+from cli.tools.definitions import DIFF_DEFAULT_BYTES, DIFF_MAX_BYTES
 from cli.tools.shell import child_environment
 
 TIMEOUT_SECONDS = 10
 STATUS_MAX_BYTES = 1_000_000
-DIFF_DEFAULT_BYTES = 30_000  # fits the default policy.limits.max_tool_result_chars (32k)
-DIFF_MAX_BYTES = 1_000_000
 _STDERR_MAX_BYTES = 16_384
 _CONFIG_MAX_BYTES = 65_536
 # Each driver costs four overrides in the environment; past this many, refuse rather than
@@ -721,41 +720,3 @@ def _diff_note(capped: bool, cap: int, hidden: int, unknown: int, staged: bool, 
 def _text(path: str) -> str:
     """A path made valid text for JSON: bytes that are not UTF-8 become `\\xNN`."""
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-_PATHS = (
-    "Paths in the lists are relative to the working directory (absolute outside it); "
-    "secrets and blocked paths are never shown."
-)
-
-GIT_STATUS = Tool(
-    "git_status",
-    "Show a git work tree's state: branch (null when detached, with the head commit), "
-    "upstream, commits ahead/behind it, and the staged, unstaged, untracked and unmerged "
-    f"files beneath path. {_PATHS} Read-only; never fetches.",
-    params(
-        [],
-        path=string(
-            "A directory or file inside the work tree; only changes beneath it are listed. "
-            "Default: the working directory."
-        ),
-    ),
-    git_status,
-)
-
-GIT_DIFF = Tool(
-    "git_diff",
-    "Show a unified diff of the changes beneath path: unstaged (work tree against the "
-    "index) by default, staged (index against HEAD) with staged: true. Headers name paths "
-    f"relative to the repository root; `files` lists them. {_PATHS} Read-only; capped at "
-    "max_bytes.",
-    params(
-        [],
-        path=string("A directory or file inside the work tree. Default: the working directory."),
-        staged=boolean("Diff staged changes (index against HEAD). Default: false."),
-        max_bytes=integer(
-            f"Most bytes of diff to return. Default: {DIFF_DEFAULT_BYTES}. Max: {DIFF_MAX_BYTES}."
-        ),
-    ),
-    git_diff,
-)

@@ -12,7 +12,7 @@ from typing import Any
 
 from cli.paths import ResolvedPath
 from cli.tools import fsops
-from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, integer, params, string
+from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
 
 
@@ -124,19 +124,3 @@ def normalize_extension(value: Any) -> str | None:
         return None
     text = str(value).strip().lstrip("*").lower()
     return text if text.startswith(".") else f".{text}"
-
-
-LIST_DIRECTORY = Tool(
-    "list_directory",
-    "List a directory: names, types (file, directory, symlink), sizes and modification times. "
-    "Symlinked directories are shown, not entered. At most 500 entries.",
-    params(
-        ["path"],
-        path=string("The directory to list."),
-        recursive=boolean("List subdirectories too (names become relative paths). Default: false."),
-        max_depth=integer("How deep to go when recursive (1 = this directory only). Default: 3."),
-        include_hidden=boolean("Include names starting with '.'. Default: false."),
-        filter_extension=string("Only files with this extension, e.g. '.py'."),
-    ),
-    list_directory,
-)

@@ -31,7 +31,7 @@ from typing import Any
 from cli.changes import Change
 from cli.paths import ResolvedPath
 from cli.tools import fsops
-from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, params, string
+from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.walk import MAX_WALK_DEPTH
 
 RENAME_NOREPLACE = 1
@@ -334,17 +334,3 @@ def _renameat2() -> Callable[[int, str, int, str, int], None] | None:
             raise OSError(code, os.strerror(code), dst)
 
     return call
-
-
-MOVE_FILE = Tool(
-    "move_file",
-    "Rename or move a file or directory (within the allowed directories). The destination is "
-    "the full new path. An existing destination is replaced only with overwrite=true.",
-    params(
-        ["source", "destination"],
-        source=string("The file or directory to move."),
-        destination=string("Its new path (not the directory to move it into)."),
-        overwrite=boolean("Replace an existing file at destination. Default: false."),
-    ),
-    move_file,
-)

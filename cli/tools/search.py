@@ -13,7 +13,7 @@ from typing import Any
 from cli.config import LimitsConfig
 from cli.paths import ResolvedPath
 from cli.tools import fsops, ripgrep
-from cli.tools.base import Result, Tool, ToolContext, ToolError, boolean, integer, params, string
+from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.listing import normalize_extension
 from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
 
@@ -396,29 +396,3 @@ def _content_matches(
             text = text[:MAX_LINE_TEXT] + "…"
         matches.append({"line": number, "column": found.start() + 1, "text": text})
     return matches, False
-
-
-SEARCH_FILES = Tool(
-    "search_files",
-    "Search below a directory. For filenames, query is a glob ('*.py') or a part of the name; "
-    "for contents, query is literal text (not a regex). Returns matching files with line, "
-    "column and text of each match. Skips hidden, binary and dependency directories, and the "
-    "content of files with hard links (read_file asks about those).",
-    params(
-        ["path", "query"],
-        path=string("The directory to search in."),
-        query=string("A filename glob like '*.ts', or the text to find inside files."),
-        search_type=string(
-            "What to search: 'filename', 'content' or 'both'. Default: both.",
-            enum=["filename", "content", "both"],
-        ),
-        case_sensitive=boolean("Match case exactly. Default: false."),
-        max_results=integer("Stop after this many matches. Default: 50."),
-        file_extensions={
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Only search files with these extensions, e.g. ['.ts', '.js'].",
-        },
-    ),
-    search_files,
-)

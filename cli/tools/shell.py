@@ -24,7 +24,7 @@ from cli.sandbox import (
     setup_failure,
     spawn,
 )
-from cli.tools.base import Result, Tool, ToolContext, ToolError, integer, params, string
+from cli.tools.base import Result, ToolContext, ToolError
 
 # The child gets these from our environment and nothing else: API tokens, cloud keys and
 # the like stay with us (a command's output goes to the model).
@@ -210,17 +210,3 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     for pipe in (proc.stdout, proc.stderr):
         if pipe:
             pipe.close()
-
-
-RUN_COMMAND = Tool(
-    "run_command",
-    "Run a shell command (/bin/sh -c) and return its stdout, stderr, exit code and duration. "
-    "The user confirms every run. Never run destructive commands.",
-    params(
-        ["command"],
-        command=string("The shell command to run."),
-        cwd=string("Working directory for the command. Default: the agent's working directory."),
-        timeout=integer("Timeout in milliseconds. Default: 30000. Max: 120000."),
-    ),
-    run_command,
-)
