@@ -250,7 +250,8 @@ def test_exit_130_on_ctrl_c(ollama: FakeOllama, workspace: Path) -> None:
 
 def test_a_quiet_piped_run_loads_neither_rich_nor_yaml(ollama: FakeOllama, workspace: Path) -> None:
     """Start-up (README, Performance): a piped run without a config file, whose trace has
-    nothing to say, never imports rich, PyYAML, prompt_toolkit or the OpenAI client."""
+    nothing to say, never imports rich, PyYAML, prompt_toolkit or the OpenAI client, nor
+    the code of a tool (cli/tools/definitions.py is what the request needs)."""
     ollama.enqueue(reply("ok"))
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "cli", "run", "hi"],
@@ -268,7 +269,9 @@ def test_a_quiet_piped_run_loads_neither_rich_nor_yaml(ollama: FakeOllama, works
         if line.startswith("import time:")
     }
     assert {"cli.agent", "cli.backends.ollama", "requests"} <= loaded  # the listing is whole
-    for lazy in ("rich", "yaml", "prompt_toolkit", "cli.backends.openai"):
+    assert "cli.tools.definitions" in loaded
+    tools = ["cli.tools." + m for m in ("files", "git", "listing", "moves", "search", "shell")]
+    for lazy in ("rich", "yaml", "prompt_toolkit", "cli.backends.openai", *tools):
         assert lazy not in loaded, lazy
 
 
@@ -316,6 +319,37 @@ def test_model_without_tools_is_said_on_stderr(
     (workspace / "native.yaml").write_text("agent: {tool_mode: native}\n")
     r = run_cli("run", "-c", "native.yaml", "-m", "tiny:1b", "hi")
     assert r.code == 0 and "does not support tools" in r.stderr
+
+
+def test_only_the_command_named_is_built_and_it_is_the_same() -> None:
+    """main() builds only the command the argv names (cli/app.py built_for): each one comes
+    out with the very parameters it has in the whole app; help, completion, an unknown word
+    or no command get the whole app."""
+    import typer.main
+
+    from cli.app import app, built_for
+
+    whole = typer.main.get_command(app)
+    assert isinstance(whole, typer.main.TyperGroup)
+    assert {"run", "chat", "audit", "config", "sessions", "mcp", "init"} <= set(whole.commands)
+
+    def shape(command: object) -> object:
+        params = [(p.name, tuple(p.opts), p.required) for p in getattr(command, "params", [])]
+        subs = getattr(command, "commands", {})
+        return params, {name: shape(sub) for name, sub in subs.items()}
+
+    for name, command in whole.commands.items():
+        for argv in ([name], [name, "--help"], ["--debug", name, "x"]):
+            one = typer.main.get_command(built_for(app, argv))
+            assert isinstance(one, typer.main.TyperGroup)
+            assert list(one.commands) == [name], argv
+            assert shape(one.commands[name]) == shape(command), argv
+            assert shape(one)[0] == shape(whole)[0]  # the top level's own options
+    whole_app = ([], ["--help"], ["-h", "run"], ["nosuch"], ["--", "run"], ["--show-completion"])
+    for argv in whole_app:
+        assert built_for(app, argv) is app, argv
+    assert built_for(app, ["--version"]).registered_commands == []
+    assert len(app.registered_commands) > 1  # the app itself is left whole
 
 
 def test_help_documents_every_flag(run_cli: RunCli) -> None:
