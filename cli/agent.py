@@ -294,6 +294,7 @@ class Agent:
         loaded = self._loaded_context(info.name)
         total, steps, retried_empty, limit = Stats(), 0, False, self.settings.max_steps
         guard = RepeatGuard()
+        costed: tuple[object, int] = (None, 0)  # the definitions last estimated, and their cost
         while True:
             steps += 1
             if steps > 1 and self.mcp is not None and mode != "off":
@@ -304,7 +305,9 @@ class Agent:
                     if mode == "prompt":
                         self._set_system_prompt(conversation, mode)
             request_tools = definitions if mode == "native" else []
-            tools_cost = estimate_tokens(json.dumps(request_tools)) if request_tools else 0
+            if costed[0] is not request_tools:  # once, not every step: they seldom change
+                costed = (request_tools, estimate_tokens(json.dumps(request_tools)))
+            tools_cost = costed[1] if request_tools else 0
             plan = self._plan(conversation, info, tools_cost, loaded)
             kept = len(conversation)
             try:

@@ -422,6 +422,7 @@ EXECUTION_SURFACES = (
 # -- matching -----------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)  # a policy's entries repeat in several matchers
 def _glob_regex(glob: str) -> str:
     """A glob as a regex body: `*` and `?` within a component, `**` across them."""
     out: list[str] = []
