@@ -784,10 +784,19 @@ class Agent:
     ) -> _Plan:
         """num_ctx for the whole conversation as it stands, and the history that fits it."""
         limits = self._limits(info)
-        whole = tools_cost + sum(message_tokens(m) for m in conversation)
+        # Each message estimated once: fit_messages and the total ask again (a shortened
+        # tool result, a new object, is estimated afresh; a live message's id is its own).
+        known = {id(m): message_tokens(m) for m in conversation}
+
+        def tokens(message: Mapping[str, Any]) -> int:
+            found = known.get(id(message))
+            return message_tokens(message) if found is None else found
+
+        whole = tools_cost + sum(tokens(m) for m in conversation)
         num_ctx = choose_num_ctx(self.calibration.corrected(info.name, whole), limits, loaded)
-        messages = fit_messages(conversation, self._budget(num_ctx, limits, info, tools_cost))
-        return _Plan(messages, num_ctx, tools_cost + sum(message_tokens(m) for m in messages))
+        budget = self._budget(num_ctx, limits, info, tools_cost)
+        messages = fit_messages(conversation, budget, tokens)
+        return _Plan(messages, num_ctx, tools_cost + sum(tokens(m) for m in messages))
 
     def _plan_harder(
         self, conversation: list[Message], refused: _Plan, info: ModelInfo, tools_cost: int

@@ -11,7 +11,7 @@ still refuses the prompt, `trim_harder` cuts old tool results before whole turns
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,21 +72,26 @@ def _message_tokens(message: Mapping[str, Any]) -> int:
     return total
 
 
-def fit_messages(messages: Sequence[Message], budget: int) -> list[Message]:
+def fit_messages(
+    messages: Sequence[Message],
+    budget: int,
+    tokens: Callable[[Mapping[str, Any]], int] = message_tokens,
+) -> list[Message]:
     """The messages to send: system + as many whole recent turns as fit in `budget` tokens;
-    if the current turn alone is too big, its oldest tool results are shortened."""
+    if the current turn alone is too big, its oldest tool results are shortened. `tokens`
+    is message_tokens, or the same answers already known (the agent's plan has them)."""
     if not messages:
         return []
     system = [messages[0]] if messages[0].get("role") == "system" else []
     turns = _split_turns(list(messages[len(system) :]))
     if not turns:
         return list(system)
-    remaining = budget - sum(message_tokens(m) for m in system)
+    remaining = budget - sum(tokens(m) for m in system)
     current = turns[-1]
-    remaining -= sum(message_tokens(m) for m in current)
+    remaining -= sum(tokens(m) for m in current)
     kept: list[list[Message]] = []
     for turn in reversed(turns[:-1]):
-        cost = sum(message_tokens(m) for m in turn)
+        cost = sum(tokens(m) for m in turn)
         if cost > remaining:
             break
         kept.insert(0, turn)
