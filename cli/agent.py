@@ -468,7 +468,8 @@ class Agent:
                     yield ThinkingDelta(chunk.thinking)
                 if chunk.content:
                     yield ContentDelta(chunk.content)
-                turn.add_calls(chunk.tool_calls, self.settings.max_answer_chars)
+                if chunk.tool_calls:
+                    turn.add_calls(chunk.tool_calls, self.settings.max_answer_chars)
                 if turn.size > self.settings.max_answer_chars:
                     raise StreamError(
                         f"the model's answer passed {self.settings.max_answer_chars} "

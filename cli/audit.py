@@ -587,15 +587,17 @@ def audited(events: Iterable[Event], log: AuditLog) -> Generator[Event, None, No
     pending: ToolCallProposed | ToolDecided | None = None
     try:
         for event in iterator:
-            if isinstance(event, (ToolCallProposed, ToolDecided)):
-                pending = event
-            elif isinstance(event, ToolResult):
+            if isinstance(event, ToolResult):
                 pending = None
                 log.record(event)  # before the yield: a consumer's Ctrl-C cannot skip it
+                yield event
+                warning = log.warning()  # only a record can fail: asked after each one
+                if warning:
+                    yield Notice(warning)
+                continue
+            if isinstance(event, (ToolCallProposed, ToolDecided)):
+                pending = event
             yield event
-            warning = log.warning()
-            if warning:
-                yield Notice(warning)
     finally:
         close = getattr(iterator, "close", None)
         if close is not None:

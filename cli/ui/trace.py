@@ -161,6 +161,7 @@ class RunTrace:
 
             self._answer = MarkdownStream(answers, region=region)
         self._status: StatusLine | _NoStatus = _NoStatus()
+        self._live = status_region is not None  # a status line to keep: only on a terminal
         if status_region is not None:
             from cli.ui.live import StatusLine
 
@@ -199,6 +200,19 @@ class RunTrace:
 
     def handle(self, event: Event) -> None:
         waiting = self._waiting
+        if isinstance(event, ContentDelta):  # the usual event: asked first, and kept short
+            if self._in_thinking:
+                self._end_thinking()
+            live = self._live
+            if live:
+                self._status.quiet()
+            self._content.append(event.text)
+            if self._answer is not None and (self._answer.active or event.text.strip()):
+                self._answer.feed(event.text)
+                self._step_text.append(event.text)
+            if live:
+                self._status.expect(waiting)
+            return
         if isinstance(event, ThinkingDelta):
             if self.show_thinking:
                 self._settle(end_thinking=False)
@@ -208,15 +222,6 @@ class RunTrace:
                 )
             else:
                 self._status.expect("model is thinking", after=0)
-            return
-        if isinstance(event, ContentDelta):
-            self._end_thinking()
-            self._status.quiet()
-            self._content.append(event.text)
-            if self._answer is not None and (self._answer.active or event.text.strip()):
-                self._answer.feed(event.text)
-                self._step_text.append(event.text)
-            self._status.expect(waiting)
             return
         self._settle()
         if isinstance(event, Notice):
