@@ -984,6 +984,8 @@ def built_for(whole: typer.Typer, argv: Sequence[str]) -> typer.Typer:
     whole app, so help, suggestions and errors are what they always were; and so with any
     top-level flag but --debug and --version (--help, completion). `--version` with no
     command needs none of them."""
+    if "_AGENT_COMPLETE" in os.environ:
+        return whole  # shell completion: it may be asked about any command
     at = next((i for i, a in enumerate(argv) if a == "--" or not a.startswith("-")), len(argv))
     if any(a not in ("--debug", "--version") for a in argv[:at]):
         return whole  # --help, completion: what they show or do is about the whole app

@@ -587,17 +587,16 @@ def audited(events: Iterable[Event], log: AuditLog) -> Generator[Event, None, No
     pending: ToolCallProposed | ToolDecided | None = None
     try:
         for event in iterator:
-            if isinstance(event, ToolResult):
-                pending = None
-                log.record(event)  # before the yield: a consumer's Ctrl-C cannot skip it
-                yield event
-                warning = log.warning()  # only a record can fail: asked after each one
-                if warning:
-                    yield Notice(warning)
-                continue
             if isinstance(event, (ToolCallProposed, ToolDecided)):
                 pending = event
+            elif isinstance(event, ToolResult):
+                pending = None
+                log.record(event)  # before the yield: a consumer's Ctrl-C cannot skip it
             yield event
+            # After every event, not only a result: others record too (chat's @file).
+            warning = log.warning()
+            if warning:
+                yield Notice(warning)
     finally:
         close = getattr(iterator, "close", None)
         if close is not None:

@@ -447,6 +447,21 @@ def test_an_unwritable_log_warns_once_and_the_stream_goes_on(tmp_path: Path) -> 
     assert first_turn.index(notices[0]) == 1  # right after the call it could not record
 
 
+def test_a_record_that_failed_outside_the_stream_is_warned_at_its_next_event(
+    tmp_path: Path,
+) -> None:
+    """chat records an @file attachment itself, before the turn (cli/ui/repl.py): when that
+    record fails, the warning comes with the turn's first event, tool call or not."""
+    (tmp_path / "state").write_text("a file where the state dir should be")
+    log = AuditLog(tmp_path / "state" / "metona-agent" / "audit.jsonl", "s", clock)
+    log.record(result_event())  # the attachment, recorded by the REPL
+    turn: list[Event] = [_finished()]
+    passed = list(audited(turn, log))
+    assert passed[0] is turn[0]
+    assert len(passed) == 2 and isinstance(passed[1], Notice)
+    assert passed[1].text.startswith("the audit log could not be written (")
+
+
 def test_closing_the_stream_mid_call_closes_the_loop_and_records_the_call(
     make_agent: MakeAgent, ollama: FakeOllama, workspace: Path, tmp_path: Path
 ) -> None:

@@ -7,8 +7,10 @@ backoff neither waits nor goes unseen.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -996,3 +998,45 @@ def test_a_server_that_goes_on_sending_after_done_is_cut_off_in_a_fifth_of_a_sec
     assert "".join(c.content for c in chat(client)) == "next"
     clients = [r.client for r in ollama.requests_to("/api/chat")]
     assert len(clients) == 2 and clients[0] != clients[1]
+
+
+@pytest.mark.parametrize("drip", [b"X-Trailer: 1\r\n", b"0"], ids=["trailer lines", "a size line"])
+def test_a_body_end_that_drips_forever_is_cut_off_in_a_fifth_of_a_second(drip: bytes) -> None:
+    """After the done chunk the server sends the body's end a few bytes every 0.1 s: trailer
+    lines without the blank one, or a chunk-size line that never ends. One read of a chunked
+    body takes all of it, and the socket's timeout is per recv: only the watchdog, running
+    from before the first read, bounds the wait."""
+    done = json.dumps({"message": {"role": "assistant", "content": "hi"}, "done": True})
+    line = done.encode() + b"\n"
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+    head += b"Transfer-Encoding: chunked\r\n\r\n"
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(
+                head + b"%x\r\n%s\r\n" % (len(line), line) + (b"0\r\n" if b":" in drip else b"")
+            )
+            ends = time.monotonic() + 5  # a client with no bound fails, not hangs
+            with contextlib.suppress(OSError):
+                while not stop.wait(0.1) and time.monotonic() < ends:
+                    conn.sendall(drip)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client = OllamaClient(f"http://127.0.0.1:{server.getsockname()[1]}", timeout=30)
+    try:
+        started = time.monotonic()
+        chunks = list(client.chat(ChatRequest(model="m", messages=MESSAGES)))
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+    assert chunks[-1].done and chunks[-1].content == "hi"
+    assert took < 1.5, took

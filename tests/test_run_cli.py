@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -248,20 +249,28 @@ def test_exit_130_on_ctrl_c(ollama: FakeOllama, workspace: Path) -> None:
     assert out == "" or (out.endswith("\n") and set(out.split()) == {"word"})
 
 
-def test_a_quiet_piped_run_loads_neither_rich_nor_yaml(ollama: FakeOllama, workspace: Path) -> None:
-    """Start-up (README, Performance): a piped run without a config file, whose trace has
-    nothing to say, never imports rich, PyYAML, prompt_toolkit or the OpenAI client, nor
-    the code of a tool (cli/tools/definitions.py is what the request needs)."""
-    ollama.enqueue(reply("ok"))
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "cli", "run", "hi"],
+def python_m_cli(
+    workspace: Path, *argv: str, env: dict[str, str], flags: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`python [flags] -m cli ARGV` in the workspace, stdin empty, with `env`."""
+    return subprocess.run(
+        [sys.executable, *flags, "-m", "cli", *argv],
         cwd=workspace,
-        env={**os.environ, "OLLAMA_HOST": ollama.url},
+        env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_a_quiet_piped_run_loads_neither_rich_nor_yaml(ollama: FakeOllama, workspace: Path) -> None:
+    """Start-up (README, Performance): a piped run without a config file, whose trace has
+    nothing to say, never imports rich, PyYAML, prompt_toolkit or the OpenAI client, nor
+    the code of a tool (cli/tools/definitions.py is what the request needs)."""
+    ollama.enqueue(reply("ok"))
+    env = {**os.environ, "OLLAMA_HOST": ollama.url}
+    proc = python_m_cli(workspace, "run", "hi", env=env, flags=("-X", "importtime"))
     assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]
     loaded = {
         line.rsplit("|", 1)[-1].strip()
@@ -321,7 +330,50 @@ def test_model_without_tools_is_said_on_stderr(
     assert r.code == 0 and "does not support tools" in r.stderr
 
 
-def test_only_the_command_named_is_built_and_it_is_the_same() -> None:
+@pytest.mark.parametrize(
+    ("module", "then"),
+    [("rich.py", None), ("resource.py", ("search_files", {"path": ".", "query": "x"}))],
+)
+def test_a_module_the_model_writes_in_the_working_dir_is_never_imported(
+    ollama: FakeOllama, workspace: Path, tmp_path: Path, module: str, then: Any
+) -> None:
+    """Under `python -m cli` the working directory is first on sys.path; some of our imports
+    wait until after a tool call (rich for the trace's first line, the tools' code). A
+    module the model wrote there with write_file (approved by --yes) must not be what they
+    find: the directory is taken off sys.path (cli/__main__.py)."""
+    marker = tmp_path / "ran"
+    payload = f"open({str(marker)!r}, 'w').write('ran in the agent process')\n"
+    script = [reply(tool_calls=[tool_call("write_file", {"path": module, "content": payload})])]
+    if then is not None:
+        script.append(reply(tool_calls=[tool_call(*then)]))
+    ollama.enqueue(*script, reply("done"))
+    proc = python_m_cli(
+        workspace, "run", "--yes", "go", env={**os.environ, "OLLAMA_HOST": ollama.url}
+    )
+    assert (workspace / module).read_text() == payload  # the write did happen
+    assert proc.returncode == 0 and proc.stdout == "done\n", proc.stderr[-2000:]
+    assert "→ write_file" in proc.stderr  # the trace wrote, so rich was imported then
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("told", [{}, {"FORCE_COLOR": "1"}, {"TTY_COMPATIBLE": "1"}])
+def test_rich_decides_whether_a_piped_stderr_is_a_terminal_when_told(
+    ollama: FakeOllama, workspace: Path, told: dict[str, str]
+) -> None:
+    """The trace builds its console only when it writes or a terminal may need it; with
+    FORCE_COLOR or TTY_COMPATIBLE=1 rich takes a pipe for a terminal, and the status line
+    is drawn there as it always was (IDE consoles set these)."""
+    ollama.enqueue(reply("ok", delay=0.5))
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    env = {**env, **told, "OLLAMA_HOST": ollama.url, "TTY_INTERACTIVE": "1"}
+    proc = python_m_cli(workspace, "run", "hi", env=env)
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]
+    assert ("waiting for qwen3:8b" in proc.stderr) == bool(told), proc.stderr[-2000:]
+
+
+def test_only_the_command_named_is_built_and_it_is_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """main() builds only the command the argv names (cli/app.py built_for): each one comes
     out with the very parameters it has in the whole app; help, completion, an unknown word
     or no command get the whole app."""
@@ -350,6 +402,8 @@ def test_only_the_command_named_is_built_and_it_is_the_same() -> None:
         assert built_for(app, argv) is app, argv
     assert built_for(app, ["--version"]).registered_commands == []
     assert len(app.registered_commands) > 1  # the app itself is left whole
+    monkeypatch.setenv("_AGENT_COMPLETE", "complete_bash")  # completion may ask about any
+    assert built_for(app, ["run"]) is app
 
 
 def test_help_documents_every_flag(run_cli: RunCli) -> None:

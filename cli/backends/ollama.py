@@ -456,9 +456,8 @@ KEEP_WAIT = 0.2  # seconds keep_connection waits for a body's end after its last
 def keep_connection(response: requests.Response, budget: int = 65536) -> None:
     """After the last chunk: read the little that is left of the body (the chunked stream's
     end, sent with it), so that the connection goes back to the pool and the next step does
-    not open a new one. At most twice KEEP_WAIT in all, whatever the server sends (the first
-    read has the socket's timeout; past it a watchdog shuts the socket, which ends any read,
-    trailers without end included); then
+    not open a new one. At most KEEP_WAIT seconds in all, whatever the server sends (a
+    watchdog shuts the socket, which ends any read, trailers without end included); then
     the connection is closed as it was before: this only ever saves a connection."""
     raw = response.raw
     sock = getattr(getattr(raw, "connection", None), "sock", None)
@@ -474,9 +473,11 @@ def keep_connection(response: requests.Response, budget: int = 65536) -> None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
 
-    # The watchdog starts with a second read: as a rule the first one finds the end (the
-    # socket's timeout bounds each read), and a thread per step is then not started.
-    watchdog: threading.Timer | None = None
+    # From before the first read: the socket's timeout bounds each recv, not a read, and
+    # one read of a chunked body takes any number of lines (trailers, a size line).
+    watchdog = threading.Timer(KEEP_WAIT, cut)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         before = sock.gettimeout()
         sock.settimeout(KEEP_WAIT)
@@ -491,15 +492,10 @@ def keep_connection(response: requests.Response, budget: int = 65536) -> None:
                 raw.release_conn()  # wholly read, in time: the pool may use it again
                 return
             budget -= len(data)
-            if watchdog is None:
-                watchdog = threading.Timer(KEEP_WAIT, cut)
-                watchdog.daemon = True
-                watchdog.start()
     except Exception:  # whatever went wrong, the connection is closed as before
         return
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
+        watchdog.cancel()
 
 
 def parse_chunk(data: Mapping[str, Any]) -> ChatChunk:

@@ -135,9 +135,10 @@ class RunTrace:
         self._last_text = ""
         self._waiting = f"waiting for {sanitize(self.record.model)}"
         self._answer: MarkdownStream | None = None
-        # Neither needs rich unless stderr or stdout is a terminal.
+        # Neither needs rich unless stderr or stdout is a terminal (or rich is told to take
+        # stderr for one: then rich decides, as it always did).
         status_region = None
-        if terminal_fd(console.file) is not None:
+        if terminal_fd(console.file) is not None or _told_terminal(os.environ):
             from cli.ui.live import Region, live_capable
 
             if live_capable(console.get()):
@@ -338,6 +339,12 @@ class _NoStatus:
 
     def stop(self) -> None:
         pass
+
+
+def _told_terminal(environ: Mapping[str, str]) -> bool:
+    """rich's Console takes a stream that is no terminal for one with these (force-color.org,
+    TTY_COMPATIBLE=1)."""
+    return environ.get("TTY_COMPATIBLE") == "1" or bool(environ.get("FORCE_COLOR"))
 
 
 def _same_terminal(a: object, b: object) -> bool:
