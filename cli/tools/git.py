@@ -16,7 +16,6 @@ import os
 import re
 import selectors
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +25,7 @@ from typing import Any
 from cli.paths import ResolvedPath, is_within
 from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.definitions import DIFF_DEFAULT_BYTES, DIFF_MAX_BYTES
-from cli.tools.shell import child_environment
+from cli.tools.shell import child_environment, kill_group
 
 TIMEOUT_SECONDS = 10
 STATUS_MAX_BYTES = 1_000_000
@@ -238,13 +237,7 @@ def _timed_out() -> ToolError:
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """Kill git's process group (a no-op when it is done) and reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone
-    for pipe in (proc.stdout, proc.stderr):
-        if pipe:
-            pipe.close()
+    kill_group(proc)
     proc.wait()
 
 

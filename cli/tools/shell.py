@@ -112,7 +112,7 @@ def run_command_in(
                 proc, started + timeout_ms / 1000, limits.max_command_output_bytes, ctx
             )
         finally:
-            _kill_group(proc)
+            kill_group(proc)
             proc.wait()
         duration = int((ctx.clock() - started) * 1000)
     finally:
@@ -202,7 +202,8 @@ def _collect(
     return out, err, False
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's process group (a no-op when it is gone) and close its pipes."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
