@@ -399,8 +399,11 @@ class ChangeStore:
         try:
             os.write(fd, line)
             os.fsync(fd)
+            created = os.fstat(fd).st_size == len(line)
         finally:
             os.close(fd)
+        if created:  # the journal's first line: its entry in the directory made durable too
+            _fsync_dir(self.journal.parent)
 
     def _evict(self) -> None:
         """Drop the oldest backups until the store fits in `max_bytes`, never one of this
@@ -627,12 +630,30 @@ def _tail_hash(fd: int, offset: int) -> str:
 
 
 def _write_private(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """With `sync`, durable: the data and, by an fsync of the directory, the new entry (a
+    file fsynced whose directory was not can be gone after a power loss on some file
+    systems, while the journal that names it survives)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         _write_all(fd, data)
         if sync:
             os.fsync(fd)
+    finally:
+        os.close(fd)
+    if sync:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a directory; the file itself is synced
     finally:
         os.close(fd)
 

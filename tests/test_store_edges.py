@@ -737,3 +737,29 @@ def test_store_summary_and_lines_of_other_processes_since(tmp_path: Path) -> Non
     for ch in history:
         backup = root / ch.backup if ch.backup else None
         assert backup is not None and backup.exists() == (not ch.evicted)
+
+
+def test_a_backup_and_the_journal_are_durable_with_their_directory_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blob fsynced in a directory that was not can be gone after a power loss on some
+    file systems while the journal naming it survives: the store fsyncs each blob's
+    directory after the blob, before the journal names it, and the journal's directory when
+    the journal is created. (Spied on os.fsync: which paths it was given, in order.)"""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store = ChangeStore(tmp_path / "changes")
+    name = store.keep(b"old content")
+    store.record(Change("write_file", "overwrite", "/x/f", backup=name))
+    blob, blobs = str(store.root / name), str(store.root / "blobs")
+    journal, root = str(store.journal), str(store.root)
+    assert synced == [blob, blobs, journal, root]
+    synced.clear()
+    store.record(Change("write_file", "overwrite", "/x/f", backup=store.keep(b"newer")))
+    assert synced[1:] == [blobs, journal]  # the journal exists now: its entry is durable
