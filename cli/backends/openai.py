@@ -506,19 +506,18 @@ class OpenAIClient:
                     if cut:
                         break
                     raise OllamaError(f"{self._base} sent an answer of more than {limit} bytes")
-        except _Dropped:
+        except BodyDropped:
             raise OllamaError(
                 f"the connection to {self._base} dropped while the answer was read; try again"
             ) from None
         return b"".join(parts)
 
     def _pieces(self, response: requests.Response) -> Iterator[bytes]:
+        """The body as it arrives; BodyDropped goes on to the caller, which words it."""
         try:
             yield from body_pieces(response)
         except BodyTimeout as exc:
             raise ServerTimeout(self._timeout_message()) from exc.__cause__
-        except BodyDropped as exc:
-            raise _Dropped() from exc.__cause__
 
     # -- streaming ----------------------------------------------------------------------
 
@@ -543,7 +542,7 @@ class OpenAIClient:
                 turn.check_size(self._max_answer_chars)
                 if chunk is not None:
                     yield chunk
-        except _Dropped:
+        except BodyDropped:
             if not turn.events:
                 return  # nothing arrived: `needs_redo` asks again without streaming
             raise StreamError(
@@ -610,10 +609,6 @@ class OpenAIClient:
             f"the server at {self._base} sent nothing for {self._timeout:g} s "
             "(ollama.timeout); the model may still be loading: try again or raise ollama.timeout"
         )
-
-
-class _Dropped(Exception):
-    """The connection broke while the body was read."""
 
 
 class _NoSuchPath(OllamaError):
