@@ -192,10 +192,11 @@ def run_cli(workspace: Path, ollama: FakeOllama) -> RunCli:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
         timeout: float = 60,
+        python_flags: tuple[str, ...] = (),  # the interpreter's own: ("-X", "importtime")
     ) -> Completed:
         full_env = {**os.environ, "OLLAMA_HOST": ollama.url, **(env or {})}
         proc = subprocess.run(
-            [sys.executable, "-m", "cli", *args],
+            [sys.executable, *python_flags, "-m", "cli", *args],
             input=input,
             capture_output=True,
             text=True,

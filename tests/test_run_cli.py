@@ -249,29 +249,13 @@ def test_exit_130_on_ctrl_c(ollama: FakeOllama, workspace: Path) -> None:
     assert out == "" or (out.endswith("\n") and set(out.split()) == {"word"})
 
 
-def python_m_cli(
-    workspace: Path, *argv: str, env: dict[str, str], flags: tuple[str, ...] = ()
-) -> subprocess.CompletedProcess[str]:
-    """`python [flags] -m cli ARGV` in the workspace, stdin empty, with `env`."""
-    return subprocess.run(
-        [sys.executable, *flags, "-m", "cli", *argv],
-        cwd=workspace,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def test_a_quiet_piped_run_loads_neither_rich_nor_yaml(ollama: FakeOllama, workspace: Path) -> None:
+def test_a_quiet_piped_run_loads_neither_rich_nor_yaml(run_cli: RunCli, ollama: FakeOllama) -> None:
     """Start-up (README, Performance): a piped run without a config file, whose trace has
     nothing to say, never imports rich, PyYAML, prompt_toolkit or the OpenAI client, nor
     the code of a tool (cli/tools/definitions.py is what the request needs)."""
     ollama.enqueue(reply("ok"))
-    env = {**os.environ, "OLLAMA_HOST": ollama.url}
-    proc = python_m_cli(workspace, "run", "hi", env=env, flags=("-X", "importtime"))
-    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]
+    proc = run_cli("run", "hi", python_flags=("-X", "importtime"))
+    assert proc.code == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]
     loaded = {
         line.rsplit("|", 1)[-1].strip()
         for line in proc.stderr.splitlines()
@@ -335,7 +319,7 @@ def test_model_without_tools_is_said_on_stderr(
     [("rich.py", None), ("resource.py", ("search_files", {"path": ".", "query": "x"}))],
 )
 def test_a_module_the_model_writes_in_the_working_dir_is_never_imported(
-    ollama: FakeOllama, workspace: Path, tmp_path: Path, module: str, then: Any
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path, module: str, then: Any
 ) -> None:
     """Under `python -m cli` the working directory is first on sys.path; some of our imports
     wait until after a tool call (rich for the trace's first line, the tools' code). A
@@ -347,27 +331,25 @@ def test_a_module_the_model_writes_in_the_working_dir_is_never_imported(
     if then is not None:
         script.append(reply(tool_calls=[tool_call(*then)]))
     ollama.enqueue(*script, reply("done"))
-    proc = python_m_cli(
-        workspace, "run", "--yes", "go", env={**os.environ, "OLLAMA_HOST": ollama.url}
-    )
+    proc = run_cli("run", "--yes", "go")
     assert (workspace / module).read_text() == payload  # the write did happen
-    assert proc.returncode == 0 and proc.stdout == "done\n", proc.stderr[-2000:]
+    assert proc.code == 0 and proc.stdout == "done\n", proc.stderr[-2000:]
     assert "→ write_file" in proc.stderr  # the trace wrote, so rich was imported then
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("told", [{}, {"FORCE_COLOR": "1"}, {"TTY_COMPATIBLE": "1"}])
 def test_rich_decides_whether_a_piped_stderr_is_a_terminal_when_told(
-    ollama: FakeOllama, workspace: Path, told: dict[str, str]
+    run_cli: RunCli, ollama: FakeOllama, told: dict[str, str]
 ) -> None:
     """The trace builds its console only when it writes or a terminal may need it; with
     FORCE_COLOR or TTY_COMPATIBLE=1 rich takes a pipe for a terminal, and the status line
     is drawn there as it always was (IDE consoles set these)."""
     ollama.enqueue(reply("ok", delay=0.5))
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
-    env = {**env, **told, "OLLAMA_HOST": ollama.url, "TTY_INTERACTIVE": "1"}
-    proc = python_m_cli(workspace, "run", "hi", env=env)
-    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]
+    # Empty: neither says anything to rich (FORCE_COLOR="" is "not forced").
+    untold = {"FORCE_COLOR": "", "TTY_COMPATIBLE": ""}
+    proc = run_cli("run", "hi", env={**untold, **told, "TTY_INTERACTIVE": "1"})
+    assert proc.code == 0 and proc.stdout == "ok\n", proc.stderr[-2000:]
     assert ("waiting for qwen3:8b" in proc.stderr) == bool(told), proc.stderr[-2000:]
 
 
