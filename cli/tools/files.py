@@ -10,11 +10,7 @@ from typing import Any
 from cli.changes import Backup, Change, sha256
 from cli.paths import ResolvedPath
 from cli.tools import fsops
-from cli.tools.base import (
-    Result,
-    ToolContext,
-    ToolError,
-)
+from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.edits import EditFailed, plan_edit
 from cli.tools.memory import Fingerprint
 from cli.tools.unchanged import same, unchanged_result
