@@ -4,7 +4,9 @@ hang up mid-answer, and the record of every request it was sent."""
 from __future__ import annotations
 
 import json
+import select
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -35,6 +37,16 @@ class QuietServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hangs up mid-stream (Ctrl-C, timeout) is part of the tests
+
+
+def reset_on_next_request(handler: BaseHTTPRequestHandler) -> None:
+    """A kept-alive connection the server drops: once the next request has arrived, RST,
+    not FIN, so the client cannot tell the connection is gone before it sends; it reads
+    "connection reset by peer" (uvicorn after a failed stream; any server's idle close
+    racing a request)."""
+    select.select([handler.connection], [], [], 5)
+    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    handler.close_connection = True
 
 
 def serve(handler: type[BaseHTTPRequestHandler]) -> QuietServer:

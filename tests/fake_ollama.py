@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.fake_http import QuietServer, Recorded, base_url, read_request, serve, shut
+from tests.fake_http import (
+    QuietServer,
+    Recorded,
+    base_url,
+    read_request,
+    reset_on_next_request,
+    serve,
+    shut,
+)
 
 # -- what a scripted chat call can do ------------------------------------------------------
 
@@ -135,6 +143,8 @@ class FakeOllama:
     loaded: dict[str, int] = field(default_factory=dict)  # /api/ps: name → context_length
     has_ps: bool = True  # False: /api/ps is a 404, as on servers before it existed
     show_delay: float = 0.0  # seconds each /api/show takes
+    # A connection that answered a chat is reset when its next request arrives.
+    reset_kept_alive: bool = False
     # A tokenizer: when set, the final chunk's prompt_eval_count is this function of the
     # request body, as a real server counts the prompt it was sent.
     prompt_tokens: Callable[[dict[str, Any]], int] | None = None
@@ -207,6 +217,13 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeOllama
     protocol_version = "HTTP/1.1"
     _recorded: Recorded
+    served_chat = False  # this connection answered a chat request already
+
+    def handle_one_request(self) -> None:
+        if self.served_chat and self.fake.reset_kept_alive:
+            reset_on_next_request(self)
+            return
+        super().handle_one_request()
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
@@ -290,6 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
             if model not in self.fake.models:
                 self._json(404, {"error": f"model '{model}' not found"})
                 return
+            self.served_chat = True
             self._chat(self.fake.next_response(), body)
         else:
             self._json(404, {"error": "not found"})

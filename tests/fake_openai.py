@@ -15,9 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import select
 import socket
-import struct
 import threading
 import time
 from collections import deque
@@ -26,7 +24,15 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.fake_http import QuietServer, Recorded, base_url, read_request, serve, shut
+from tests.fake_http import (
+    QuietServer,
+    Recorded,
+    base_url,
+    read_request,
+    reset_on_next_request,
+    serve,
+    shut,
+)
 
 # -- what a scripted chat call can do ------------------------------------------------------
 
@@ -290,11 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle_one_request(self) -> None:
         if self.served_chat and self.fake.reset_kept_alive:
-            # Once the next request has arrived: RST, not FIN, so the client cannot tell the
-            # connection is gone before it sends; it reads "connection reset by peer".
-            select.select([self.connection], [], [], 5)
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
+            reset_on_next_request(self)
             return
         super().handle_one_request()
 

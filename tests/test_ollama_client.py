@@ -1040,3 +1040,16 @@ def test_a_body_end_that_drips_forever_is_cut_off_in_a_fifth_of_a_second(drip: b
         server.close()
     assert chunks[-1].done and chunks[-1].content == "hi"
     assert took < 1.5, took
+
+
+def test_a_kept_alive_connection_the_server_dropped_is_tried_once_more(
+    ollama: FakeOllama, client: OllamaClient
+) -> None:
+    """The steps of a turn share a connection; a server that drops it between two steps
+    (an idle close racing the next request) costs a new connection, not the turn."""
+    ollama.reset_kept_alive = True
+    ollama.enqueue(reply("one"), reply("two"))
+    assert "".join(c.content for c in chat(client)) == "one"
+    assert "".join(c.content for c in chat(client)) == "two"
+    clients = [r.client for r in ollama.requests_to("/api/chat")]
+    assert len(clients) == 2 and clients[0] != clients[1]

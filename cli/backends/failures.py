@@ -75,6 +75,13 @@ def is_reset(exc: BaseException) -> bool:
     return any(isinstance(e, (ConnectionResetError, RemoteDisconnected)) for e in causes_of(exc))
 
 
+def worth_one_more(exc: requests.exceptions.ConnectionError) -> bool:
+    """A request worth sending once more, on a new connection: the server dropped a
+    kept-alive one before answering (uvicorn resets the one whose stream failed; a server's
+    idle close can race the next request). Not a TLS failure: that would fail again."""
+    return not isinstance(exc, requests.exceptions.SSLError) and is_reset(exc)
+
+
 def _tls_message(base: str, causes: list[BaseException], host_fix: str) -> str:
     failed = f"TLS handshake failed with {base}"
     for cause in causes:

@@ -20,7 +20,14 @@ from urllib.parse import urlsplit
 
 import requests
 
-from cli.backends.failures import BodyDropped, BodyTimeout, Wording, body_pieces, connection_error
+from cli.backends.failures import (
+    BodyDropped,
+    BodyTimeout,
+    Wording,
+    body_pieces,
+    connection_error,
+    worth_one_more,
+)
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
@@ -277,7 +284,9 @@ class OllamaClient:
         model: str = "",
     ) -> requests.Response:
         url = self._base + path
-        for attempt in range(BUSY_RETRIES + 1):
+        reset_retried = False
+        # One more than the busy retries: a reset connection's retry does not use one up.
+        for attempt in range(BUSY_RETRIES + 2):
             try:
                 response = self._session.request(
                     method,
@@ -290,6 +299,12 @@ class OllamaClient:
             except requests.exceptions.ReadTimeout as exc:
                 raise ServerTimeout(self._timeout_message()) from exc
             except requests.exceptions.ConnectionError as exc:
+                # The steps of a turn share a connection (keep_connection): one the server
+                # dropped between them is no reason to fail.
+                if not reset_retried and worth_one_more(exc):
+                    reset_retried = True
+                    self._session.close()
+                    continue
                 # Also a bad name, TLS, a connect timeout, and a read timeout in the body.
                 raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
             except requests.exceptions.RequestException as exc:

@@ -25,7 +25,7 @@ from cli.backends.failures import (
     Wording,
     body_pieces,
     connection_error,
-    is_reset,
+    worth_one_more,
 )
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
@@ -293,7 +293,8 @@ class OpenAIClient:
     ) -> requests.Response:
         url = self._base + path
         reset_retried = False
-        for attempt in range(BUSY_RETRIES + 1):
+        # One more than the busy retries: a reset connection's retry does not use one up.
+        for attempt in range(BUSY_RETRIES + 2):
             try:
                 response = self._session.request(
                     method,
@@ -306,10 +307,7 @@ class OpenAIClient:
             except requests.exceptions.ReadTimeout as exc:
                 raise ServerTimeout(self._timeout_message()) from exc
             except requests.exceptions.ConnectionError as exc:
-                tls = isinstance(exc, requests.exceptions.SSLError)
-                if not tls and not reset_retried and is_reset(exc):
-                    # A kept-alive connection the server dropped (uvicorn resets the one whose
-                    # stream failed): once more, on a new connection.
+                if not reset_retried and worth_one_more(exc):
                     reset_retried = True
                     self._session.close()
                     continue
