@@ -75,6 +75,7 @@ class Policy:
         config_dirs: Sequence[str] | None = None,
         path_var: str = "",
         xdg: Mapping[str, str] | None = None,
+        code_dirs: Sequence[str] = (),
     ) -> None:
         """`config_path`: the config file this policy came from, if any. `config_dirs`: every
         dir a config would be loaded from, existing or not (default ~/.config/metona-agent);
@@ -83,7 +84,8 @@ class Policy:
         model, can rewrite the record of what it did or plant a backup for `agent undo`.
         `path_var`: $PATH, whose dirs under the home dir are execution surfaces. `xdg`: the
         XDG_*_HOME variables, which move ~/.config and friends (and so git's, systemd's…
-        files) elsewhere."""
+        files) elsewhere. `code_dirs`: where the agent's own code is imported from, which are
+        execution surfaces (wiring.own_code_dirs)."""
         self.config = config
         self.home = home
         self.mcp_tools: tuple[str, ...] = ()  # the MCP servers' tools offered now (wiring)
@@ -122,6 +124,7 @@ class Policy:
             path_var,
             agent_paths,
             xdg,
+            code_dirs,
         )
 
     # -- settings -------------------------------------------------------------------------

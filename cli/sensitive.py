@@ -779,11 +779,14 @@ def build(
     path_var: str = "",
     agent_paths: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    code_dirs: Sequence[str] = (),
 ) -> Classes:
     """`agent_paths`: the agent's config dirs and file, absolute (matched literally). `env`:
-    the XDG variables that move ~/.config and friends."""
+    the XDG variables that move ~/.config and friends. `code_dirs`: where the agent's own
+    Python code is imported from (absolute): execution surfaces, as $PATH's dirs are."""
     homes = tuple(dict.fromkeys((os.path.normpath(home), os.path.realpath(home))))
     dirs = [d for h in homes for d in path_dirs(path_var, h)]
+    dirs += [f for d in code_dirs for f in (os.path.normpath(d), os.path.realpath(d))]
     surfaces = (*EXECUTION_SURFACES, *dict.fromkeys(dirs), *extra_surfaces)
     secrets = (*SECRETS, *extra_secrets)
     surfaces = (*surfaces, *xdg_entries(surfaces, env or {}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -117,7 +118,20 @@ def build_policy(config: Config, environ: Mapping[str, str], cwd: str, home: str
         config_dirs=config_locations(environ),
         path_var=environ.get("PATH", ""),
         xdg=environ,
+        code_dirs=own_code_dirs(),
     )
+
+
+def own_code_dirs() -> list[str]:
+    """Where this process imports its Python code from: its environment (a venv the project
+    holds under any name: env/, .direnv/…), every directory on sys.path, and the package's
+    own source (an editable install's checkout). A file the model wrote there would be run
+    by this agent, some of it in this very run (imports wait until they are needed)."""
+    import cli
+
+    places = [sys.prefix, sys.exec_prefix, os.path.dirname(os.path.abspath(cli.__file__))]
+    places += [p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)]
+    return list(dict.fromkeys(places))
 
 
 def sandbox_spec(config: Config, policy: Policy, home: str) -> SandboxSpec:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,38 @@ def test_dirs_on_path_under_home_are_surfaces(home: Path) -> None:
     assert policy.decide("write_file", {"path": "tools/bin/make", "content": ""}).needs_human
     other = home_policy(home, path_var="/usr/bin")
     assert not other.decide("write_file", {"path": "tools/bin/make", "content": ""}).needs_human
+
+
+def test_where_the_agent_imports_its_code_from_is_a_surface(home: Path) -> None:
+    """A venv the project holds under any name (env/, .direnv/…) or the agent's own
+    checkout (an editable install): what the model writes there, the agent itself runs,
+    some of it in the same run (imports wait until they are needed)."""
+    env, source = home / "env", home / "work" / "metona" / "cli"
+    policy = home_policy(home, code_dirs=[str(env), str(source)])
+    for rel in (
+        "env/lib/python3.11/site-packages/rich.py",
+        "env/bin/agent",
+        "work/metona/cli/x.py",
+    ):
+        decision = policy.decide("write_file", {"path": rel, "content": ""})
+        assert decision.needs_human and not decision.standing_yes_ok, rel
+    assert not policy.decide(
+        "write_file", {"path": "work/metona/README.md", "content": ""}
+    ).needs_human
+    assert (
+        not home_policy(home).decide("write_file", {"path": "env/x.py", "content": ""}).needs_human
+    )
+
+
+def test_the_agent_knows_where_its_code_comes_from() -> None:
+    import cli
+    from cli.wiring import own_code_dirs
+
+    dirs = own_code_dirs()
+    assert sys.prefix in dirs and os.path.dirname(os.path.abspath(cli.__file__)) in dirs
+    site = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    assert site and set(site) <= set(dirs)
+    assert all(os.path.isabs(d) for d in dirs)
 
 
 def test_yaml_adds_surfaces(home: Path) -> None:
