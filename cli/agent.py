@@ -634,13 +634,8 @@ class Agent:
         source, destination = decision.paths.get("source"), decision.paths.get("destination")
         if source is None or destination is None:
             return decision
-        classes = self.policy.classes
         crossing = moves.boundary(
-            source.entry,
-            destination.entry,
-            self.policy.hides,
-            lambda p: classes.surfaces.match(p) or classes.agent_config.match(p),
-            self.context,
+            source.entry, destination.entry, self.policy.hides, self.policy.configures, self.context
         )
         if crossing.refusal:
             return Decision("deny", crossing.refusal, "move_boundary", paths=decision.paths)

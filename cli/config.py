@@ -125,6 +125,9 @@ class CommandsConfig:
     deny: list[str] = _setting(list(DEFAULT_COMMAND_DENY), regex=True)
     allow: list[str] = _setting([])
     sandbox: str = _setting("auto", choices=SANDBOX_MODES)
+    # More trees a sandboxed command may read (absolute or ~/), beside the built-in list of
+    # what commands need from the home dir (cli/sandbox.py HOME_READ_ONLY).
+    read_only: list[str] = _setting([], absolute=True)
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,9 @@ class PolicyConfig:
         ["write_file", "edit_file", "create_directory"], choices=TOOL_NAMES, mcp_names=True
     )
     protected_patterns: list[str] = _setting([], regex=True)
+    # Dotfile names (globs of one component) that are plain data, added to the built-in
+    # list in cli/sensitive.py: writing them inside an allowed dir needs no person.
+    plain_dotfiles: list[str] = _setting([], name_glob=True)
     trash: bool = True
     commands: CommandsConfig = field(default_factory=CommandsConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
@@ -471,6 +477,10 @@ class _Builder:
                 why = sensitive.invalid([item])
                 if why:
                     raise self.fail(path, f"item {item!r} {why[1]}")
+            if meta.get("absolute") and not (item.startswith(("/", "~/")) or item == "~"):
+                raise self.fail(path, f"item {item!r} must be an absolute path or start with ~/")
+            if meta.get("name_glob") and sensitive.invalid_name(item):
+                raise self.fail(path, f"item {item!r} {sensitive.invalid_name(item)}")
             if meta.get("regex"):
                 try:
                     re.compile(item)

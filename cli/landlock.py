@@ -9,7 +9,8 @@ ctypes allocates. A fresh interpreter costs ~15 ms and has no such locks.
 The plan, read from PLAN_FD, is JSON:
     {"env": {name: value}, "parent": pid,
      "rlimits": {"cpu": seconds, "data": bytes, "nproc": count},
-     "landlock": null | {"rules": [[path, "read" | "list" | "write"], ...]}}
+     "landlock": null | {"rules": [[path, "read" | "list" | "write"], ...]},
+     "seccomp": null | "memory"}  (with no Landlock: filter only the memory calls)
 """
 
 from __future__ import annotations
@@ -217,6 +218,20 @@ _CALLS: dict[str, tuple[int, int, tuple[int, ...]]] = {
 }
 
 
+# Per machine: mmap(2), and the calls that hold memory no rlimit counts (RLIMIT_DATA counts
+# private writable mappings only): memfd_create, SysV shmget and shmat. These fail with
+# ENOSYS, as on a kernel built without them, so that programs fall back to a file in /tmp or
+# /dev/shm, whose size the sandbox caps; a shared anonymous mmap fails with EPERM.
+_MEMORY: dict[str, tuple[int, tuple[int, ...]]] = {
+    "x86_64": (9, (319, 29, 30)),
+    "aarch64": (222, (279, 194, 196)),
+}
+_RET_ENOSYS = 0x00050000 | errno.ENOSYS
+_ALU_AND_K = 0x54
+_MAP_SHARED_ANON = (0x21, 0x23)  # MAP_ANONYMOUS with MAP_SHARED or MAP_SHARED_VALIDATE
+_MAP_TYPE_AND_ANON = 0x2F
+
+
 def seccomp_supported() -> bool:
     return os.uname().machine in _CALLS
 
@@ -225,11 +240,13 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def seccomp_program(machine: str) -> bytes:
-    """A BPF program: socket() only for AF_UNIX; the calls in _CALLS fail with EPERM; so
-    does every call made through another ABI (x32, 32-bit compat), where socketcall(2)
-    would hide the family from us."""
+def seccomp_program(machine: str, sockets: bool = True) -> bytes:
+    """A BPF program: the memory calls of _MEMORY fail, and so does every call made through
+    another ABI (x32, 32-bit compat), where socketcall(2) and shmat's ipc(2) would hide what
+    is asked. With `sockets` (the Landlock sandbox, which has no network namespace): socket()
+    only for AF_UNIX, and the calls in _CALLS fail with EPERM."""
     arch, socket_nr, refused = _CALLS[machine]
+    mmap_nr, no_memory = _MEMORY[machine]
     prog = [
         _insn(_LD_ABS, 4),  # seccomp_data.arch
         _insn(_JEQ, arch, jt=1),
@@ -238,16 +255,29 @@ def seccomp_program(machine: str) -> bytes:
     ]
     if machine == "x86_64":
         prog += [_insn(_JGE, _X32_SYSCALL_BIT, jf=1), _insn(_RET, _RET_EPERM)]
-    for nr in refused:
+    for nr in refused if sockets else ():
         prog += [_insn(_JEQ, nr, jf=1), _insn(_RET, _RET_EPERM)]
+    for nr in no_memory:
+        prog += [_insn(_JEQ, nr, jf=1), _insn(_RET, _RET_ENOSYS)]
+    shared, validate = _MAP_SHARED_ANON
     prog += [
-        _insn(_JEQ, socket_nr, jf=4),
-        _insn(_LD_ABS, 16),  # low 32 bits of args[0] (little-endian); the family is an int
-        _insn(_JEQ, _AF_UNIX, jf=1),
+        _insn(_JEQ, mmap_nr, jf=6),
+        _insn(_LD_ABS, 40),  # low 32 bits of args[3], the flags
+        _insn(_ALU_AND_K, _MAP_TYPE_AND_ANON),
+        _insn(_JEQ, shared, jt=2),
+        _insn(_JEQ, validate, jt=1),
         _insn(_RET, _RET_ALLOW),
         _insn(_RET, _RET_EPERM),
-        _insn(_RET, _RET_ALLOW),
     ]
+    if sockets:
+        prog += [
+            _insn(_JEQ, socket_nr, jf=4),
+            _insn(_LD_ABS, 16),  # low 32 bits of args[0] (little-endian); the family is an int
+            _insn(_JEQ, _AF_UNIX, jf=1),
+            _insn(_RET, _RET_ALLOW),
+            _insn(_RET, _RET_EPERM),
+        ]
+    prog.append(_insn(_RET, _RET_ALLOW))
     return b"".join(prog)
 
 
@@ -255,8 +285,8 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
 
-def install_seccomp() -> None:
-    program = seccomp_program(os.uname().machine)
+def install_seccomp(sockets: bool = True) -> None:
+    program = seccomp_program(os.uname().machine, sockets)
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
     _check(
@@ -332,22 +362,32 @@ def set_limits(limits: dict[str, int]) -> None:
 def confine(plan: dict[str, Any]) -> None:
     """Apply the plan to this process. Order matters: limits first (setrlimit needs no
     privilege we are about to lose), then no-new-privs (required by Landlock and seccomp for
-    an unprivileged process, and it stops setuid programs from regaining anything)."""
+    an unprivileged process, and it stops setuid programs from regaining anything). Under
+    bubblewrap ("seccomp": "memory") only the memory calls are filtered: bwrap builds the
+    rest, and it runs under the filter too (it uses none of those calls)."""
     set_limits(plan.get("rlimits") or {})
     die_with_parent(plan.get("parent"))
     landlock = plan.get("landlock")
     if landlock is None:
+        if plan.get("seccomp") == "memory":
+            _require_seccomp()
+            _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
+            install_seccomp(sockets=False)
         return
     abi = abi_version()
     if abi < MIN_ABI:
         raise SetupError(f"this kernel's Landlock ABI is {abi}; at least {MIN_ABI} is needed")
-    if not seccomp_supported():
-        raise SetupError(f"no seccomp filter for this machine ({os.uname().machine})")
+    _require_seccomp()
     _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "PR_SET_NO_NEW_PRIVS")
     if os.geteuid() == 0:
         drop_capabilities()
     restrict([(str(p), str(k)) for p, k in landlock["rules"]], abi)
     install_seccomp()
+
+
+def _require_seccomp() -> None:
+    if not seccomp_supported():
+        raise SetupError(f"no seccomp filter for this machine ({os.uname().machine})")
 
 
 def main(argv: Sequence[str]) -> int:

@@ -126,6 +126,7 @@ class Policy:
             xdg,
             code_dirs,
         )
+        self.plain_dotfiles = sensitive.PlainNames(config.plain_dotfiles)
 
     # -- settings -------------------------------------------------------------------------
 
@@ -246,9 +247,10 @@ class Policy:
     def protection(self, path: ResolvedPath, tool: str) -> str | None:
         """Why a write to `path` needs a person, or None. Such a write could loosen this
         agent's own policy or plant code that runs later: the agent's config (every place
-        one would be loaded from), and the execution surfaces of cli/sensitive.py — git's
-        control files, shell start-up files, $PATH dirs, units, CI configs… Copilot
-        CVE-2025-53773 and Cursor CVE-2025-54135/54136 were agents writing such files."""
+        one would be loaded from), the execution surfaces of cli/sensitive.py — git's
+        control files, shell start-up files, $PATH dirs, units, CI configs… — and every
+        dot-entry (`dot_entry`). Copilot CVE-2025-53773 and Cursor CVE-2025-54135/54136
+        were agents writing such files."""
         agent = self.classes.agent_config
         if any(agent.match(form) for form in path.forms):
             return "this agent's own config"
@@ -260,7 +262,37 @@ class Policy:
         surfaces = self.classes.surfaces
         if any(surfaces.match(form) for form in (path.given, *path.forms)):
             return "an execution surface (its content makes code run later)"
+        for form in path.forms:
+            dot = self.dot_entry(form)
+            if dot:
+                return dot
         return None
+
+    def dot_entry(self, path: str) -> str | None:
+        """Why `path` (absolute) counts as a program's configuration by its dot-entries, or
+        None. Allow lists beat deny lists: no list of the files that make a program run code
+        is complete (`.pdbrc`, `~/.lesskey`, `.iex.exs`…), so anything under a dot-entry of
+        the home dir configures a program whatever the allowed dirs, and so does any path
+        with a dot-entry below its allowed dir, but for a plain-data file name
+        (sensitive.PLAIN_DOTFILES, policy.plain_dotfiles) as its last component."""
+        home_entry = sensitive.home_dot_entry(path, self.classes.secrets.homes)
+        if home_entry:
+            return f"under {home_entry}, a dot-entry of the home dir, which configures a program"
+        root = self.root_of(path)
+        part = sensitive.dot_component(path, root, self.plain_dotfiles) if root else None
+        if part is None:
+            return None
+        where = "a dot-entry" if path.endswith("/" + part) else f"inside the dot-entry {part}"
+        return f"{where}, which may configure a program"
+
+    def configures(self, path: str) -> bool:
+        """Would a change at `path` (absolute, as it is or would be named) need a person as
+        a protected path does: an execution surface, this agent's config, a dot-entry. The
+        one test for every entry of a tree that moves (move_file, and undo moving it back)."""
+        classes = self.classes
+        if classes.surfaces.match(path) or classes.agent_config.match(path):
+            return True
+        return self.dot_entry(path) is not None
 
     def is_sensitive(self, path: str) -> bool:
         """A secret (cli/sensitive.py SECRETS, policy.secrets, policy.sensitive_patterns)."""
@@ -328,6 +360,13 @@ class Policy:
                     "hard_link",
                 )
             what = self.protection(path, tool) if tool in WRITE_TOOLS else None
+            if what and "dot-entry" in what:
+                plain = "" if "home dir" in what else "; policy.plain_dotfiles names plain data"
+                return (
+                    f"{path.given} is {what}: a person must confirm (the 'always' answer, "
+                    f"--yes and tools: allow do not cover it{plain})",
+                    "protected",
+                )
             if what:
                 return (
                     f"{path.given} is {what}: writing it can loosen this agent's policy or "

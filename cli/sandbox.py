@@ -4,13 +4,16 @@ puts one command inside it (pure but for lazy, cached probes; no UI).
 A deny list of command strings is no boundary (README "Safety"); this is. Two sandboxes, as
 Codex CLI and Claude Code do it on Linux:
 
-bwrap     bubblewrap: the root file system read-only, the allowed dirs writable, `.git` in
-          them read-only, secrets and blocked dirs hidden, private /tmp, /run, /dev and
-          /proc, no network (a fresh namespace has only loopback), its own PID namespace,
-          dies with us.
+bwrap     bubblewrap: a command sees only what it needs (`view`): the system dirs read-only,
+          the allowed dirs writable (execution surfaces in them read-only, secrets and
+          sockets in them masked), an empty home but for what commands read from it
+          (toolchains, dirs on PATH, `policy.commands.read_only`), private and size-capped
+          /tmp and /dev/shm, empty /run and /var, /proc, no network (a fresh namespace has
+          only loopback), its own PID namespace, dies with us.
 landlock  for machines where bwrap cannot create namespaces (Ubuntu's AppArmor rule for
           unprivileged user namespaces, WSL1): Landlock lets writes happen only beneath the
-          allowed dirs (and a private TMPDIR) and reads everywhere but the secrets and /dev;
+          allowed dirs (and a private TMPDIR) and reads only beneath the same view as bwrap's
+          but for what is hidden;
           seccomp refuses sockets other than AF_UNIX, connect(2), io_uring, metadata changes
           (chmod, chown, xattrs) and new sessions or process groups. cli/landlock.py says
           why each is there. `.git` stays writable: Landlock cannot take back, beneath an
@@ -25,10 +28,11 @@ import functools
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,24 +85,55 @@ NEEDED_DIRS = (
     "/var",
 )
 
-# Daemons listen in /run: the session bus (`systemd-run --user` runs anything outside),
-# docker.sock (root). A read-only mount does not stop connect(2) on a socket, so /run is
-# replaced by an empty tmpfs; only when PATH itself lives there (NixOS) do we keep it and
-# hide these instead.
-RUN_SOCKETS = (
-    "/run/user",
-    "/run/dbus",
-    "/run/systemd",
-    "/run/docker.sock",
-    "/run/docker",
-    "/run/podman",
-    "/run/containerd",
-    "/run/libvirt",
-    "/run/snapd.socket",
-)
-
 # Devices a Landlock-confined command may open (bwrap's --dev makes the same set).
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+# What a command sees of the machine outside the allowed dirs is an allow list (README
+# "Safety"): a read-only bind of `/` showed every other folder's credentials and every
+# daemon's socket (connect(2) works through a read-only mount; Docker Desktop's socket under
+# ~/.docker is root on the host). These are the system's programs, libraries and settings,
+# which only root can change; everything else (/home, /root, /srv, /mnt, /media, /var, /run,
+# other projects) is not there unless the policy grants it.
+SYSTEM_DIRS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix",
+    "/gnu",
+)
+
+# What commands need from the home dir to work, read-only (policy.commands.read_only adds
+# more): git's settings, and the toolchains that install interpreters and compilers under
+# the home (their shims and bins on PATH need the rest of the tree). Secrets inside them
+# (~/.cargo/credentials.toml…) stay masked. Besides these, every dir on PATH under the home,
+# with the install prefix it belongs to (`install_prefix`).
+HOME_READ_ONLY = (
+    "~/.gitconfig",
+    "~/.config/git",
+    "~/.local/lib",  # pip --user packages for the scripts in ~/.local/bin
+    "~/.local/share/uv",  # uv's Python installs
+    "~/.pyenv",
+    "~/.nvm",
+    "~/.volta",
+    "~/.bun",
+    "~/.deno",
+    "~/.cargo",
+    "~/.rustup",
+    "~/go",
+    "~/.sdkman",
+    "~/.rbenv",
+    "~/.asdf",
+    "~/.local/share/mise",
+    "~/.ghcup",
+    "~/.elan",
+    "~/.juliaup",
+)
 
 
 class SandboxUnavailable(Exception):
@@ -116,6 +151,8 @@ class SandboxSpec:
     home: str = ""  # whose secrets to hide; "" means ours
     classes: sensitive.Classes | None = None  # None: the built-in lists for `home`
     scan_entries: int = 200_000  # policy.limits.sandbox_scan_entries
+    read_only: tuple[str, ...] = ()  # policy.commands.read_only, as written (~ allowed)
+    programs: tuple[str, ...] = ()  # an MCP server's program: it and its prefix are shown
 
     def __post_init__(self) -> None:
         if self.mode not in SANDBOX_MODES:
@@ -177,20 +214,21 @@ def _tmpfs(bwrap: str, path: str, size: int) -> list[str]:
 @functools.cache
 def _bwrap_problem(path: str) -> str | None:
     """Why bwrap at `path` cannot sandbox (None: it can). Probed once by running /bin/true
-    the way every command runs: Ubuntu 24.04 ships a bwrap whose namespaces AppArmor
-    refuses, and only trying shows that."""
+    the way every command runs (through cli/landlock.py, under its seccomp filter): Ubuntu
+    24.04 ships a bwrap whose namespaces AppArmor refuses, and only trying shows that."""
     # No home and no writable dir: the probe must not depend on what lies in the user's
     # files (a link planted there must not make every later run fall back to Landlock).
     bare = SandboxSpec("bwrap", home="/nonexistent-metona-agent-probe")
     argv = [*bwrap_argv(path, bare, "/", {}, 1024 * 1024), "/bin/true"]
+    plan = {"env": {}, "parent": os.getpid(), "rlimits": {}, "landlock": None}
+    plan["seccomp"] = "memory"
     try:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
-        )
+        proc = spawn(Launch("bwrap", argv, {}, "/", json.dumps(plan)))
+        _, err = proc.communicate(timeout=10)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{path} does not run: {exc}"
     if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
+        lines = err.decode(errors="replace").strip().splitlines()
         return lines[0] if lines else f"{path} exited with status {proc.returncode}"
     return None
 
@@ -270,15 +308,75 @@ def _hideable(blocked: str) -> bool:
     return not any(is_within(needed, blocked) for needed in NEEDED_DIRS)
 
 
-def hidden_paths(spec: SandboxSpec) -> list[str]:
+def install_prefix(directory: str, home: str) -> str:
+    """The tree a dir of programs belongs to: the parent of a `bin` or `sbin` dir (a venv, a
+    pyenv version, ~/miniconda3: their programs need the `lib` beside it), but never the
+    home itself, ~/.local or `/` (their other entries are not the programs'); else the dir."""
+    parent, name = os.path.split(os.path.normpath(directory))
+    if name in ("bin", "sbin") and parent not in ("/", home, os.path.join(home, ".local")):
+        return parent
+    return directory
+
+
+def _is_system(path: str) -> bool:
+    return any(is_within(path, d) for d in SYSTEM_DIRS)
+
+
+def view(spec: SandboxSpec, path_var: str) -> list[tuple[str, str]]:
+    """What a command may read besides the system dirs and the writable ones, as (source,
+    where it shows) pairs, outermost first: each existing entry of HOME_READ_ONLY and
+    policy.commands.read_only, every dir on PATH that is no system dir (with its
+    `install_prefix`), an MCP server's program's prefix. Symlinks are resolved (the tree
+    shows at its real place, and at the spelling given when that differs); nothing inside
+    a blocked dir is shown, nor what is shown anyway."""
+    home = spec.home or os.path.expanduser("~")
+    homes = spec.lists.secrets.homes
+    wanted = [expand_user(p, home) for p in (*HOME_READ_ONLY, *spec.read_only)]
+    wanted += [install_prefix(p, home) for p in path_var.split(":") if os.path.isabs(p)]
+    wanted += [
+        install_prefix(os.path.dirname(os.path.realpath(p)), home)
+        for p in spec.programs
+        if os.path.isabs(p)
+    ]
+    pairs: dict[str, str] = {}
+    for path in wanted:
+        path = os.path.normpath(path)
+        if not os.path.isabs(path) or not os.path.exists(path):
+            continue
+        real = os.path.realpath(path)
+        for place in dict.fromkeys((real, path)):
+            if _is_system(place) or _in_blocked(spec, real):
+                continue
+            # Inside a writable dir only what a writable home's dot-entries hide (`scan`).
+            if not _writable(spec, place) or sensitive.home_dot_entry(place, homes):
+                pairs.setdefault(place, real)
+    kept = _outermost(pairs)
+    return [(pairs[place], place) for place in kept]
+
+
+def _in_blocked(spec: SandboxSpec, path: str) -> bool:
+    return any(is_within(path, b) for b in spec.blocked if _hideable(b))
+
+
+def shown_trees(spec: SandboxSpec, path_var: str) -> list[str]:
+    """Every tree a command sees the host's files in: system dirs, the view, the writable
+    dirs (and /sys); what lies outside all of them is not there at all."""
+    shown = [d for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    shown += [place for _, place in view(spec, path_var)]
+    shown += [w for w in spec.writable if os.path.isdir(w)]
+    return [*shown, "/sys"]
+
+
+def hidden_paths(spec: SandboxSpec, path_var: str = "") -> list[str]:
     """The existing secrets named by path (cli/sensitive.py, anchored at the home dir) and
-    the blocked dirs, symlinks resolved, outermost first, none inside another. A dir
-    holding an allowed dir stays: the policy refuses to work in a blocked dir anyway, and
-    the allowed one must stay reachable. Secrets found by name inside the writable dirs
-    come from `scan` (bwrap only)."""
+    the blocked dirs that lie in a tree a command sees, symlinks resolved, outermost first,
+    none inside another. A dir holding an allowed dir stays: the policy refuses to work in
+    a blocked dir anyway, and the allowed one must stay reachable. Secrets found by name
+    inside the writable dirs come from `scan` (bwrap only)."""
     home = spec.home or os.path.expanduser("~")
     candidates = spec.lists.secrets.anchored_paths()
     candidates += [expand_user(d, home) for d in spec.blocked]
+    shown = shown_trees(spec, path_var)
     found: list[str] = []
     for path in candidates:
         if not os.path.isabs(path) or not os.path.lexists(path):
@@ -288,7 +386,8 @@ def hidden_paths(spec: SandboxSpec) -> list[str]:
             continue  # a dangling link: nothing to hide, and a bind over it would fail
         if not _hideable(real) or any(is_within(w, real) for w in spec.writable):
             continue
-        found.append(real)
+        if any(is_within(real, tree) for tree in shown):
+            found.append(real)
     return _outermost(found)
 
 
@@ -314,35 +413,35 @@ class Scan:
     # their existing entries bound writable again, so nothing new can be created in them
 
 
-def scan(spec: SandboxSpec) -> Scan:
+def scan(spec: SandboxSpec, shown: Collection[str] = ()) -> Scan:
     """Walk every writable dir (iteratively, never following a symlink, not entering the
     dirs of SCAN_SKIP nor what is already masked or locked) for the entries the policy's
-    lists name; raise ScanTooLarge past `spec.scan_entries`: a command we cannot check is
-    not run."""
+    lists name, and for sockets; raise ScanTooLarge past `spec.scan_entries`: a command we
+    cannot check is not run. A writable home dir shows none of its dot-entries (they
+    configure programs, hold credentials and daemons' sockets) but those in `shown` (the
+    `view`, bound read-only by the caller), and no new one can be made in it."""
     lists = spec.lists
     masked: list[str] = []
     locked: list[str] = []
-    holders: list[str] = []
-    seen = 0
+    homes = [h for h in lists.secrets.homes if _writable(spec, h) and os.path.isdir(h)]
+    holders: list[str] = list(homes)
     stack = [w for w in spec.writable if os.path.isdir(w) and not os.path.islink(w)]
-    while stack:
-        directory = stack.pop()
-        try:
-            with os.scandir(directory) as entries:
-                listed = list(entries)
-        except OSError:
+    for directory, listed in _walk(stack, spec.scan_entries, lambda: _too_large(spec)):
+        if listed is None:
             # Unlistable (a mode-000 dir the command could chmod, a path too long): what
             # we cannot check, a command does not see.
             masked.append(directory)
             continue
-        seen += len(listed)
-        if seen > spec.scan_entries:
-            raise ScanTooLarge(_too_large(spec))
         for entry in listed:
             path = entry.path
-            if lists.secrets.match_entry(path):
+            if directory in homes and entry.name.startswith("."):
+                if path not in shown:
+                    masked.append(os.path.realpath(path) if entry.is_symlink() else path)
+            elif lists.secrets.match_entry(path):
                 # A link is masked where it leads: a bind over it would land there anyway.
                 masked.append(os.path.realpath(path) if entry.is_symlink() else path)
+            elif _is_socket(entry):
+                masked.append(path)  # a daemon's way in: connect(2) ignores a read-only bind
             elif lists.surfaces.match_entry(path) or lists.agent_config.match(path):
                 if entry.is_symlink():
                     # Lock what it leads to, and its dir, so the link cannot be replaced.
@@ -364,6 +463,60 @@ def scan(spec: SandboxSpec) -> Scan:
     holders = [h for h in dict.fromkeys(holders) if not any(is_within(h, x) for x in shut)]
     pinned = _ancestors(spec, [*locked, *holders])
     return Scan(tuple(masked), tuple(locked), pinned, tuple(holders))
+
+
+def masked_in_shown(spec: SandboxSpec) -> list[str]:
+    """The secrets (by name) and sockets inside the trees `policy.commands.read_only` adds,
+    to mask there as in the writable dirs (both sandboxes: Landlock cuts them out of what it
+    lets a command read). The built-in toolchain dirs are not walked (they are large and
+    hold neither); a tree past `spec.scan_entries` entries is refused like a writable one."""
+    lists, found = spec.lists, []
+    home = spec.home or os.path.expanduser("~")
+    stack = [os.path.realpath(expand_user(p, home)) for p in spec.read_only]
+    stack = [p for p in stack if os.path.isdir(p)]
+    for directory, listed in _walk(stack, spec.scan_entries, lambda: _too_large(spec, True)):
+        if listed is None:
+            found.append(directory)
+            continue
+        for entry in listed:
+            if lists.secrets.match_entry(entry.path) or _is_socket(entry):
+                found.append(entry.path)
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return _outermost(found)
+
+
+def _walk(
+    stack: list[str], budget: int, too_large: Callable[[], str]
+) -> Iterator[tuple[str, list[os.DirEntry[str]] | None]]:
+    """Each dir popped from `stack` with its entries (None: unlistable), iteratively; the
+    caller pushes onto `stack` the subdirs to enter. Past `budget` entries in all, raise
+    ScanTooLarge with `too_large()`: a command we cannot check is not run."""
+    seen = 0
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                listed = list(entries)
+        except OSError:
+            yield directory, None
+            continue
+        seen += len(listed)
+        if seen > budget:
+            raise ScanTooLarge(too_large())
+        yield directory, listed
+
+
+def _is_socket(entry: os.DirEntry[str]) -> bool:
+    """A Unix socket, found without a stat for the usual kinds of entry."""
+    if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+        return False
+    if entry.is_symlink():
+        return False
+    try:
+        return stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _ancestors(spec: SandboxSpec, paths: Iterable[str]) -> tuple[str, ...]:
@@ -406,7 +559,14 @@ def _missing_holders(anchored: Iterable[str]) -> list[str]:
     return holders
 
 
-def _too_large(spec: SandboxSpec) -> str:
+def _too_large(spec: SandboxSpec, read_only: bool = False) -> str:
+    if read_only:
+        return (
+            f"run_command checks every entry of policy.commands.read_only "
+            f"({', '.join(spec.read_only)}) for secrets and sockets before a command runs, and "
+            f"there are more than {spec.scan_entries}: narrow it or raise "
+            "policy.limits.sandbox_scan_entries"
+        )
     where = ", ".join(spec.writable)
     return (
         f"run_command checks every entry of the writable dirs ({where}) for secrets and "
@@ -427,8 +587,9 @@ def _rlimits(limits: LimitsConfig) -> dict[str, int]:
 def bwrap_argv(
     bwrap: str, spec: SandboxSpec, cwd: str, env: Mapping[str, str], tmp_bytes: int
 ) -> list[str]:
-    """bwrap's arguments up to and including `--`; the command follows."""
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    """bwrap's arguments up to and including `--`; the command follows. `tmp_bytes`: what
+    the command may keep in files of its own, /tmp and /dev/shm together."""
+    argv = [bwrap, "--dev", "/dev", "--proc", "/proc"]
     argv += _bwrap_mounts(bwrap, spec, env.get("PATH", ""), tmp_bytes)
     argv += [*_bwrap_flags(bwrap), "--clearenv"]
     for name, value in env.items():
@@ -437,25 +598,43 @@ def bwrap_argv(
 
 
 def _bwrap_mounts(bwrap: str, spec: SandboxSpec, path_var: str, tmp_bytes: int) -> list[str]:
-    """Mounts sorted by depth, so a deeper one lands on top: an allowed dir under /tmp
-    shows through the private /tmp, and a secrets dir under an allowed dir is hidden."""
+    """bwrap starts from an empty root (a tmpfs of its own) and this adds what a command
+    may see, sorted by depth so that a deeper mount lands on top (an allowed dir under
+    /tmp shows through the private /tmp; a secrets dir under an allowed dir is hidden).
+    The root and /dev are made read-only last: files a command keeps outside the allowed
+    dirs go to /tmp and /dev/shm only, whose sizes are capped (tmpfs pages are memory no
+    rlimit counts)."""
     ops: list[tuple[int, int, list[str]]] = []
 
     def add(path: str, rank: int, args: list[str]) -> None:
         ops.append((_depth(path), rank, args))
 
-    add("/tmp", 0, _tmpfs(bwrap, "/tmp", tmp_bytes))
-    if any(is_within(p, "/run") for p in path_var.split(":") if p):
-        for sock in RUN_SOCKETS:
-            if os.path.lexists(sock):
-                add(sock, 2, _hide(sock))
-    else:
-        add("/run", 0, _tmpfs(bwrap, "/run", tmp_bytes))
+    for system in SYSTEM_DIRS:
+        if os.path.islink(system):
+            add(system, 0, ["--symlink", os.readlink(system), system])
+        elif os.path.isdir(system):
+            add(system, 0, ["--ro-bind", system, system])
+    if os.path.isdir("/sys"):
+        add("/sys", 0, ["--ro-bind", "/sys", "/sys"])
+    add("/tmp", 0, _tmpfs(bwrap, "/tmp", max(tmp_bytes // 2, 1)))
+    add("/dev/shm", 0, _tmpfs(bwrap, "/dev/shm", max(tmp_bytes // 2, 1)))
+    add("/run", 0, ["--dir", "/run"])  # empty: the daemons' sockets live there
+    shown = view(spec, path_var)
+    # /var is empty; /var/tmp is the private /tmp, unless something shown lies in /var.
+    inside_var = any(is_within(p, "/var") for p in (*spec.writable, *(p for _, p in shown)))
+    add("/var", 0, ["--dir", "/var"] if inside_var else ["--symlink", "../tmp", "/var/tmp"])
+    home = spec.home or os.path.expanduser("~")
+    if os.path.isabs(home):
+        add(home, 0, ["--dir", home])  # $HOME exists, empty but for what is shown in it
+    for source, place in shown:
+        # Rank 5: on top of a writable home's masked dot-entries at the same depth.
+        add(place, 5 if _writable(spec, place) else 1, ["--ro-bind", source, place])
     for root in spec.writable:
         if os.path.isdir(root):
             add(root, 1, ["--bind", root, root])
-    found = scan(spec)
-    hidden = [*hidden_paths(spec), *found.masked]
+    found = scan(spec, {place for _, place in shown})
+    hidden = [*hidden_paths(spec, path_var), *found.masked, *masked_in_shown(spec)]
+    last: list[str] = []  # hidden dirs are made read-only after what is shown inside them
 
     def open_bind(path: str) -> bool:
         """Not inside a masked path: a bind there would show the host's content again."""
@@ -472,8 +651,15 @@ def _bwrap_mounts(bwrap: str, spec: SandboxSpec, path_var: str, tmp_bytes: int) 
     for path in hidden:
         if is_within(path, "/tmp") and not any(is_within(path, w) for w in spec.writable):
             continue  # gone with the host's /tmp already
-        add(path, 4, _hide(path))
-    return [arg for _, _, args in sorted(ops, key=lambda op: op[:2]) for arg in args]
+        add(path, 4, _hide(bwrap, path, last))
+    mounts = [arg for _, _, args in sorted(ops, key=lambda op: op[:2]) for arg in args]
+    mounts += last
+    # /dev/full reads as zeros and cannot be mapped: a shared mapping of the real /dev/zero
+    # is shared memory that no limit counts.
+    mounts += ["--dev-bind", "/dev/full", "/dev/zero", "--remount-ro", "/dev"]
+    if "/" not in spec.writable:
+        mounts += ["--remount-ro", "/"]
+    return mounts
 
 
 def _entries(directory: str) -> list[str]:
@@ -486,25 +672,29 @@ def _entries(directory: str) -> list[str]:
         return []
 
 
-def _hide(path: str) -> list[str]:
+def _hide(bwrap: str, path: str, last: list[str]) -> list[str]:
+    """An empty dir (a tmpfs, made read-only in `last`, after whatever is shown inside it)
+    or an empty file in place of `path`."""
     if os.path.isdir(path):
-        return ["--tmpfs", path, "--remount-ro", path]
+        last += ["--remount-ro", path]
+        return _tmpfs(bwrap, path, 4096)
     return ["--ro-bind", "/dev/null", path]
 
 
-def read_rules(hidden: Iterable[str]) -> list[tuple[str, str]]:
-    """Landlock rules that let a command read everything but `hidden`.
+def read_rules(hidden: Iterable[str], roots: Iterable[str] = ("/",)) -> list[tuple[str, str]]:
+    """Landlock rules that let a command read everything beneath `roots` but `hidden`.
 
-    Landlock only grants (it has no deny rule), so each hidden path is cut out of "/": every
-    dir on the way down gets "list" (its names), and every sibling off the way gets "read"
-    (all beneath it). Symlinked siblings are skipped, not followed, so that `~/link ->
-    ~/.ssh` grants nothing; what they point to is readable through its own place."""
-    roots: set[str] = {"/"}
+    Landlock only grants (it has no deny rule), so each hidden path is cut out of the root
+    holding it: every dir on the way down gets "list" (its names), and every sibling off
+    the way gets "read" (all beneath it). Symlinked siblings are skipped, not followed, so
+    that `~/link -> ~/.ssh` grants nothing; what they point to is readable through its own
+    place."""
+    roots = set(_outermost(r for r in roots if os.path.exists(r)))
     listed: set[str] = set()
     for target in sorted(set(hidden), key=lambda p: (_depth(p), p)):
         root = next((r for r in roots if is_within(target, r)), None)
         if root is None:
-            continue  # inside something already hidden
+            continue  # inside something already hidden, or in nothing granted
         roots.discard(root)
         here = root
         while here != target:
@@ -523,10 +713,15 @@ def _siblings(directory: str, skip: str) -> list[str]:
         return []  # unlistable: grant nothing there
 
 
-def landlock_rules(spec: SandboxSpec, scratch: str) -> list[tuple[str, str]]:
-    rules = read_rules([*hidden_paths(spec), "/dev"])
-    writable = [*spec.writable, scratch, *DEVICES]
-    return rules + [(path, "write") for path in writable]
+def landlock_rules(spec: SandboxSpec, scratch: str, path_var: str = "") -> list[tuple[str, str]]:
+    """What a Landlock-confined command may read (the same view as bwrap's, hidden paths cut
+    out, and /proc) and write (the allowed dirs, its scratch dir, the devices)."""
+    roots = [*shown_trees(spec, path_var), "/proc"]
+    roots += [os.path.realpath(s) for s in SYSTEM_DIRS if os.path.islink(s)]
+    rules = read_rules([*hidden_paths(spec, path_var), *masked_in_shown(spec)], roots)
+    # /dev/zero read-only: a shared writable mapping of it is memory no limit counts.
+    rules += [(d, "read" if d == "/dev/zero" else "write") for d in DEVICES]
+    return rules + [(path, "write") for path in (*spec.writable, scratch)]
 
 
 # -- launching ----------------------------------------------------------------------------
@@ -557,12 +752,36 @@ def prepare(
         inner = {**env, "TMPDIR": "/tmp", "XDG_CACHE_HOME": "/tmp/.cache"}
         tmp_bytes = limits.command_memory_mb * 1024 * 1024
         argv = bwrap_argv(bwrap_path() or "bwrap", spec, cwd, inner, tmp_bytes) + shell
+        plan["seccomp"] = "memory"
         return Launch(kind, argv, dict(env), cwd, json.dumps(plan))
-    scratch = tempfile.mkdtemp(prefix="metona-agent-cmd-")
+    scratch = scratch_dir()
     env = {**env, "TMPDIR": scratch, "XDG_CACHE_HOME": os.path.join(scratch, ".cache")}
     plan["env"] = env
-    plan["landlock"] = {"rules": landlock_rules(spec, scratch)}
+    plan["landlock"] = {"rules": landlock_rules(spec, scratch, env.get("PATH", ""))}
     return Launch(kind, shell, env, cwd, json.dumps(plan), scratch)
+
+
+def scratch_dir(prefix: str = "metona-agent-cmd-") -> str:
+    """A private temp dir for a Landlock-confined command, which has no tmpfs of its own:
+    on disk, since a file in a tmpfs is memory that no limit of the command counts. /var/tmp
+    is on disk by convention, /tmp often a tmpfs; where /var/tmp is one too, the user's
+    cache dir."""
+    for base in ("/var/tmp", os.path.join(os.path.expanduser("~"), ".cache")):
+        if os.access(base, os.W_OK | os.X_OK) and not _on_tmpfs(base):
+            return tempfile.mkdtemp(prefix=prefix, dir=base)
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+def _on_tmpfs(path: str) -> bool:
+    """Is `path` on a tmpfs (or ramfs)? From the mount table, where there is one."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as file:
+            mounts = [line.split()[1:3] for line in file if len(line.split()) > 2]
+    except OSError:
+        return False  # no /proc (not Linux): nothing to tell by
+    real = os.path.realpath(path)
+    holding = [(m, kind) for m, kind in mounts if is_within(real, m.replace("\\040", " "))]
+    return bool(holding) and max(holding, key=lambda m: len(m[0]))[1] in ("tmpfs", "ramfs")
 
 
 def spawn(launch: Launch) -> subprocess.Popen[bytes]:

@@ -204,14 +204,22 @@ SECRETS = (
 
 # -- execution surfaces -------------------------------------------------------------------------
 
+# Version-control metadata dirs, each protected as `.git` is: Mercurial runs [hooks] and
+# aliases from .hg/hgrc, jj runs its config's aliases and fix tools, Subversion and Bazaar
+# keep hooks and config, darcs its prefs (`_darcs/prefs/defaults` sets commands' options),
+# Pijul and Sapling theirs.
+VCS_DIRS = (".git", ".hg", ".jj", ".svn", ".bzr", "_darcs", ".pijul", ".sl")
+
+
 # Dotfiles match anywhere, not only in the home dir: a dotfiles repo (~/dotfiles/.bashrc,
 # linked or stowed into the home) is the same code. Only names too common to match
 # anywhere (~/bin) stay anchored.
 EXECUTION_SURFACES = (
     # git: every control file can run code (core.fsmonitor, core.pager, core.sshCommand,
     # hooks, filters, commondir/gitdir redirections, config.worktree); `.git` as a file is
-    # a gitdir pointer. Nothing under .git is written without a person.
-    ".git",
+    # a gitdir pointer. Nothing under .git is written without a person. The other version
+    # control systems' metadata dirs run code the same way (VCS_DIRS).
+    *VCS_DIRS,
     # A bare repository is found by its HEAD (with objects/ and refs/): a model that writes
     # src/HEAD and src/config makes `git status` in src/ run that config.
     "HEAD",
@@ -417,6 +425,89 @@ EXECUTION_SURFACES = (
     ".simple-git-hooks*",
     ".overcommit.yml",
 )
+
+
+# -- dot-entries ----------------------------------------------------------------------------------
+
+# A name starting with a dot configures a program far more often than not, and the programs
+# are countless (`.pdbrc` runs Python in pdb, `~/.lesskey` sets LESSOPEN=|cmd for less, which
+# is git's and man's pager, `.iex.exs`, `.ocamlinit`, `~/.erlang`…): no list of them is ever
+# complete. So every dot-entry counts as configuration (README "Safety"): under a dot-entry
+# of the home dir whatever the allowed dirs, and below an allowed dir under unattended
+# approval, except these names, each read by its programs as patterns or plain settings only
+# (no include of code, no command, no plugin). `policy.plain_dotfiles` adds to them.
+PLAIN_DOTFILES = (
+    ".gitignore",
+    ".gitkeep",
+    ".keep",
+    ".mailmap",
+    ".editorconfig",
+    ".nojekyll",
+    ".dockerignore",
+    ".npmignore",
+    ".prettierignore",
+    ".eslintignore",
+    ".stylelintignore",
+    ".gcloudignore",
+    ".vercelignore",
+    ".helmignore",
+    ".hgignore",
+    ".ignore",
+    ".rgignore",
+    ".fdignore",
+)
+
+
+def invalid_name(glob: str) -> str | None:
+    """Why `glob` cannot be a `policy.plain_dotfiles` entry (None: it can)."""
+    if not glob.strip() or glob != glob.strip() or "\x00" in glob:
+        return "is empty, has surrounding spaces or holds a NUL byte"
+    if "/" in glob:
+        return "must be one file name, without a /"
+    if glob.strip("*?.") == "":
+        return "would make every dotfile plain data; name the files"
+    return None
+
+
+class PlainNames:
+    """The plain-data dotfiles: the built-in names and the user's globs, case ignored (on a
+    case-insensitive disk `.GITIGNORE` is `.gitignore`)."""
+
+    def __init__(self, extra: Sequence[str] = ()) -> None:
+        self._exact = frozenset(
+            n.lower() for n in (*PLAIN_DOTFILES, *extra) if not has_wildcards(n)
+        )
+        globs = [_glob_regex(g) for g in extra if has_wildcards(g)]
+        self._globs = re.compile("(?:" + "|".join(globs) + ")$", re.IGNORECASE) if globs else None
+
+    def __call__(self, name: str) -> bool:
+        if name.lower() in self._exact:
+            return True
+        return self._globs is not None and self._globs.match(name) is not None
+
+
+def home_dot_entry(path: str, homes: Sequence[str]) -> str | None:
+    """The dot-entry of a home dir that `path` (absolute) is or lies under (`~/.config` for
+    `~/.config/jj/config.toml`), or None."""
+    for home in homes:
+        prefix = home.rstrip("/") + "/"
+        if path.startswith(prefix):
+            first = path[len(prefix) :].split("/", 1)[0]
+            if first.startswith("."):
+                return prefix + first
+    return None
+
+
+def dot_component(path: str, root: str, plain: Callable[[str], bool]) -> str | None:
+    """The first component of `path` below `root` (an allowed dir holding it) that starts
+    with a dot, unless it is the last one and `plain` data; None if there is none."""
+    if path == root:
+        return None
+    parts = path[len(root.rstrip("/")) + 1 :].split("/")
+    for index, part in enumerate(parts):
+        if part.startswith(".") and not (index == len(parts) - 1 and plain(part)):
+            return part
+    return None
 
 
 # -- matching -----------------------------------------------------------------------------------
@@ -802,12 +893,18 @@ def build(
 
 __all__ = [
     "EXECUTION_SURFACES",
+    "PLAIN_DOTFILES",
     "SECRETS",
     "SECRET_WORDS",
+    "VCS_DIRS",
     "Classes",
     "PathClass",
+    "PlainNames",
     "build",
+    "dot_component",
+    "home_dot_entry",
     "invalid",
+    "invalid_name",
     "names_secret",
     "path_dirs",
 ]

@@ -143,6 +143,7 @@ def sandbox_spec(config: Config, policy: Policy, home: str) -> SandboxSpec:
         home,
         policy.classes,
         config.policy.limits.sandbox_scan_entries,
+        tuple(config.policy.commands.read_only),
     )
 
 

@@ -510,17 +510,31 @@ def test_a_tree_that_cannot_be_looked_through_needs_a_person(
 def test_undo_of_a_directory_move_looks_through_its_tree(
     make_agent: MakeAgent, run_cli: RunCli, ollama: FakeOllama, workspace: Path
 ) -> None:
-    # Moved out as .github → gh (nothing in it ran code), filled with a workflow, moved back
-    # by an undo: that would plant .github/workflows/evil.yml without a person.
-    (workspace / ".github").mkdir()
-    (workspace / ".github" / "CODEOWNERS").write_text("* @me\n")
-    out = run_calls(make_agent(YES), ollama, move(".github", "gh"))
+    # Moved out as tools → gh (nothing in it ran code), filled with a virtual environment
+    # (its bin/ runs by name once activated), moved back by an undo: that would plant an
+    # environment in tools/ without a person.
+    (workspace / "tools").mkdir()
+    (workspace / "tools" / "README").write_text("tools\n")
+    out = run_calls(make_agent(YES), ollama, move("tools", "gh"))
     assert out[0]["success"] is True, out[0]
-    (workspace / "gh" / "workflows").mkdir()
-    (workspace / "gh" / "workflows" / "evil.yml").write_text("on: push\n")
+    (workspace / "gh" / "venv" / "bin").mkdir(parents=True)
+    (workspace / "gh" / "venv" / "bin" / "python").write_text("#!/bin/sh\n")
     r = run_cli("undo", "--yes")
     assert r.code != 0 and "execution surface" in r.stderr
-    assert not (workspace / ".github").exists()
+    assert not (workspace / "tools").exists()
+
+
+def test_undo_that_would_bring_back_a_dot_entry_needs_a_person(
+    make_agent: MakeAgent, run_cli: RunCli, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / ".github").mkdir()
+    (workspace / ".github" / "CODEOWNERS").write_text("* @me\n")
+    # Moving a dot-entry away needs a person (cli/policy.py `dot_entry`): one says yes.
+    out = run_calls(make_agent(YES, answers=[True]), ollama, move(".github", "gh"))
+    assert out[0]["success"] is True, out[0]
+    r = run_cli("undo", "--yes")
+    assert r.code != 0 and "may configure a program" in r.stderr
+    assert not (workspace / ".github").exists() and (workspace / "gh").exists()
 
 
 def test_a_change_to_a_name_that_is_not_utf8_is_recorded(

@@ -9,6 +9,7 @@ a victim under the host's /tmp would be out of sight rather than protected.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import pwd
@@ -43,6 +44,7 @@ from cli.sandbox import (
     hidden_paths,
     landlock_problem,
     read_rules,
+    shown_trees,
     spawn,
 )
 from cli.tools import ToolContext, ToolError, execute
@@ -160,14 +162,18 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, str]]:
 
 
 def visible_python(s: Scratch) -> str:
-    """An interpreter the sandbox can see (the venv's may live in a hidden /root)."""
-    hidden = hidden_paths(spec_for("bwrap", s))
+    """An interpreter the sandbox can see: in a system dir or on PATH (shown read-only), and
+    not in a blocked dir (the venv's may live in a blocked /root)."""
+    spec = spec_for("bwrap", s)
+    shown = shown_trees(spec, os.environ["PATH"])
     candidates = [sys.executable, shutil.which("python3") or "", "/usr/bin/python3"]
     for candidate in filter(os.path.exists, candidates):
         real = os.path.realpath(candidate)
-        if not any(real == h or real.startswith(h + "/") for h in hidden):
+        if any(real.startswith(t + "/") for t in shown) and not any(
+            real.startswith(b + "/") for b in spec.blocked
+        ):
             return real
-    pytest.skip("no Python interpreter outside the hidden dirs")
+    pytest.skip("no Python interpreter the sandbox shows")
 
 
 @pytest.fixture
@@ -241,7 +247,7 @@ def test_writing_outside_the_allowed_dirs_fails_and_changes_nothing(
     refused = [
         f"echo x > {scratch.outside}/victim.txt",
         f"echo x > {scratch.outside}/planted.txt",
-        f"rm -rf {scratch.outside}/sub",
+        f"rm -r {scratch.outside}/sub",  # no -f: a tree the command cannot see fails too
         f"echo x >> {scratch.home}/.bashrc",
         f"echo x > {scratch.home}/.profile",
     ]
@@ -526,28 +532,37 @@ def test_the_tool_takes_the_spec_from_the_context(scratch: Scratch) -> None:
 
 
 def test_bwrap_argv_layers_the_mounts(scratch: Scratch) -> None:
-    spec = spec_for("bwrap", scratch)
+    spec = spec_for("bwrap", scratch, allowed_dirs=[str(scratch.ws)])
     argv = bwrap_argv("bwrap", spec, str(scratch.ws), {"PATH": "/usr/bin"}, 1024)
     text = " ".join(argv)
     ws, git = str(scratch.ws), str(scratch.ws / ".git")
-    assert argv[:5] == ["bwrap", "--ro-bind", "/", "/", "--dev"]
+    # No `--ro-bind / /`: bwrap's own empty root, then what a command may see.
+    assert argv[:5] == ["bwrap", "--dev", "/dev", "--proc", "/proc"]
+    assert "--ro-bind / /" not in text and "--ro-bind /usr /usr" in text
     assert f"--bind {ws} {ws}" in text
     assert text.index(f"--bind {ws} {ws}") < text.index(f"--ro-bind {git} {git}")
-    assert f"--tmpfs {scratch.home}/.ssh --remount-ro" in text
-    assert f"--ro-bind /dev/null {scratch.home}/.netrc" in text
-    assert "--tmpfs /etc" not in text and "--tmpfs /root" in text
+    # The home is an empty dir: its secrets are not there to hide, and nor is /root.
+    assert f"--dir {scratch.home}" in text
+    assert f"{scratch.home}/.ssh" not in text and f"{scratch.home}/.netrc" not in text
+    assert "/root" not in text and "--tmpfs /etc" not in text
+    assert "--size 512 --tmpfs /tmp" in text and "--size 512 --tmpfs /dev/shm" in text
+    assert text.index("--dev-bind /dev/full /dev/zero") > text.index("--tmpfs /dev/shm")
+    assert text.index("--remount-ro / ") > text.index(f"--bind {ws} {ws}")
     for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
         assert flag in argv
     assert argv[-6:] == ["--setenv", "PATH", "/usr/bin", "--chdir", ws, "--"]
 
 
 def test_hidden_paths_keep_what_programs_need(scratch: Scratch) -> None:
-    hidden = hidden_paths(spec_for("bwrap", scratch))
+    """Secrets are hidden where a command could see them: here the home is shown read-only
+    (policy.commands.read_only), so its secrets are masked in it."""
+    spec = dataclasses.replace(spec_for("bwrap", scratch), read_only=(str(scratch.home),))
+    hidden = hidden_paths(spec)
     for needed in ("/etc", "/sys", "/proc", "/dev", "/usr"):
         assert needed not in hidden
     assert str(scratch.home / ".ssh") in hidden
     assert str(scratch.home / ".netrc") in hidden
-    assert "/root" in hidden
+    assert hidden_paths(spec_for("bwrap", scratch)) == []  # an unshown home needs no mask
 
 
 def test_read_rules_cut_hidden_paths_out_of_the_tree(tmp_path: Path) -> None:

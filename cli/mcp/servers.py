@@ -18,7 +18,6 @@ import re
 import shlex
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -152,7 +151,9 @@ def confined(
     from cli import sandbox
 
     program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
-    spec = dataclasses.replace(spec, mode=kind)
+    # The server's own program (and the tree it belongs to, a venv or a toolchain) is what
+    # it needs to see above all: shown read-only, as the dirs on PATH are.
+    spec = dataclasses.replace(spec, mode=kind, programs=(program,))
     if kind == "bwrap":
         problem = sandbox.bwrap_problem()
         if problem:
@@ -169,13 +170,13 @@ def confined(
     problem = sandbox.landlock_problem()
     if problem:
         raise McpError(f"sandbox: landlock cannot run here ({problem})")
-    scratch = tempfile.mkdtemp(prefix="metona-agent-mcp-")
+    scratch = sandbox.scratch_dir("metona-agent-mcp-")
     inner = {**env, "TMPDIR": scratch}
     plan = {
         "env": inner,
         "parent": os.getpid(),
         "rlimits": {},
-        "landlock": {"rules": sandbox.landlock_rules(spec, scratch)},
+        "landlock": {"rules": sandbox.landlock_rules(spec, scratch, env.get("PATH", ""))},
     }
     fd = sandbox.plan_fd(json.dumps(plan).encode())
     os.set_inheritable(fd, True)

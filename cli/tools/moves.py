@@ -50,7 +50,7 @@ def boundary(
     source: str,
     destination: str,
     hides: Callable[[str], bool],
-    is_surface: Callable[[str], bool],
+    configures: Callable[[str], bool],
     ctx: ToolContext,
 ) -> Crossing:
     """Look through the tree at `source` (a directory) as it is and as it would be at
@@ -68,7 +68,7 @@ def boundary(
     shown = ctx.show(source)
     try:
         with fsops.open_dir(target) as top:
-            return _look_through(top, source, destination, hides, is_surface, ctx)
+            return _look_through(top, source, destination, hides, configures, ctx)
     except (ToolError, OSError) as exc:
         return Crossing(
             caution=f"{shown} could not be looked through ({exc}), so a person must confirm"
@@ -80,7 +80,7 @@ def _look_through(
     source: str,
     destination: str,
     hides: Callable[[str], bool],
-    is_surface: Callable[[str], bool],
+    configures: Callable[[str], bool],
     ctx: ToolContext,
 ) -> Crossing:
     shown = ctx.show(source)
@@ -117,10 +117,11 @@ def _look_through(
                         "secret or a blocked dir); moving it would change how it is "
                         "protected, so it is not moved"
                     )
-                if caution is None and (is_surface(here) or is_surface(there)):
+                if caution is None and (configures(here) or configures(there)):
                     caution = (
-                        f"{shown} holds {ctx.show(here)}, an execution surface here or after "
-                        "the move (its content makes code run later), so a person must confirm"
+                        f"{shown} holds {ctx.show(here)}, an execution surface or a dot-entry "
+                        "here or after the move (its content makes code run later or "
+                        "configures a program), so a person must confirm"
                     )
                 if not is_dir:
                     continue

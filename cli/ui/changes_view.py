@@ -188,14 +188,7 @@ def _check_tree(policy: Policy, here: str, back: str, ask: Callable[[str], bool]
     from cli.tools.base import ToolContext
     from cli.tools.moves import boundary
 
-    classes = policy.classes
-    crossing = boundary(
-        here,
-        back,
-        policy.hides,
-        lambda p: classes.surfaces.match(p) or classes.agent_config.match(p),
-        ToolContext(cwd=policy.cwd),
-    )
+    crossing = boundary(here, back, policy.hides, policy.configures, ToolContext(cwd=policy.cwd))
     if crossing.refusal:
         raise UndoError(f"not undone: {crossing.refusal}")
     if crossing.caution and (ask is None or not ask(f"{crossing.caution}. Undo anyway?")):
