@@ -594,13 +594,16 @@ class Agent:
             except (TypeError, ValueError, RecursionError) as exc:  # an MCP server's odd schema
                 why = f"its schema could not be applied ({type(exc).__name__})"
                 decision = Decision("deny", f"invalid arguments for {call.name}: {why}", "schema")
+        # What is looked at before deciding works under a deadline of its own, as the call
+        # will (policy.limits.tool_seconds): the time a person takes to answer is not in it.
+        looking = self.context.started(call.name)
         if call.name == "move_file" and decision.action != "deny":
-            decision = self._move_boundary(decision)
+            decision = self._move_boundary(decision, looking)
         # A write of what the file holds is no change: not asked (cli/tools/unchanged.py).
-        decision = unchanged.decide(decision, call.name, arguments, self.policy, self.context)
+        decision = unchanged.decide(decision, call.name, arguments, self.policy, looking)
         loss = None
         if decision.action != "deny" and decision.rule != unchanged.RULE:
-            loss = preflight.unkept(call.name, arguments, decision.paths, self.context)
+            loss = preflight.unkept(call.name, arguments, decision.paths, looking)
             if loss is not None:
                 decision = preflight.needs_person(decision, loss)
         if decision.action != "ask":
@@ -626,7 +629,7 @@ class Agent:
             reason = f"the user declined: {reason}"
         return ToolDecided(call, decision, False, "", reason, arguments, asked=asked)
 
-    def _move_boundary(self, decision: Decision) -> Decision:
+    def _move_boundary(self, decision: Decision, looking: ToolContext) -> Decision:
         """A directory moves with its whole tree: refused when the tree holds what the policy
         hides, a person's call when it holds (or would make) an execution surface."""
         from cli.tools import moves
@@ -635,7 +638,7 @@ class Agent:
         if source is None or destination is None:
             return decision
         crossing = moves.boundary(
-            source.entry, destination.entry, self.policy.hides, self.policy.configures, self.context
+            source.entry, destination.entry, self.policy.hides, self.policy.configures, looking
         )
         if crossing.refusal:
             return Decision("deny", crossing.refusal, "move_boundary", paths=decision.paths)
@@ -658,7 +661,8 @@ class Agent:
                 tool = self.toolbox[name]
                 paths = decided.decision.paths
                 if decided.decision.rule == unchanged.RULE:  # allowed unasked: writes nothing
-                    result = unchanged.only(self.context, name, decided.arguments, paths)
+                    context = self.context.started(name)
+                    result = unchanged.only(context, name, decided.arguments, paths)
                 else:
                     result = tools.run_tool(tool, self.context, decided.arguments, paths)
             except Exception as exc:  # a tool bug must not end the session: report it

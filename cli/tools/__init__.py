@@ -53,9 +53,11 @@ def run_tool(
     arguments: Mapping[str, Any],
     paths: Mapping[str, ResolvedPath],
 ) -> Result:
-    """Run a tool; an expected failure becomes `{"success": false, "error": ...}`."""
+    """Run a tool under a deadline of its own (policy.limits.tool_seconds from now: see
+    base.Deadline); an expected failure, running out of time included, becomes
+    `{"success": false, "error": ...}`."""
     try:
-        return tool.run(ctx, arguments, paths)
+        return tool.run(ctx.started(tool.name), arguments, paths)
     except ToolError as exc:
         return failure(str(exc), exc.hint)
 

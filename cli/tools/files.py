@@ -133,6 +133,7 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
     if seen is not None:
         ctx.memory.remember(path, seen)
         return unchanged_result(path, len(data))
+    ctx.deadline.check()  # the last safe point: from here on the write is done whole
     store = ctx.changes
     backup = Backup(store) if store else None
     try:
@@ -196,6 +197,8 @@ def edit_file(
             str(args["old_string"]),
             str(args["new_string"]),
             bool(args.get("replace_all", False)),
+            deadline=ctx.deadline,
+            max_chars=ctx.limits.max_write_bytes,
         )
     except EditFailed as exc:
         failures = ctx.edits.fail(path)
@@ -282,6 +285,7 @@ def delete_file(
             # Too large for the trash across file systems: gone for good only if a person
             # agreed to exactly this entry (cli/tools/preflight.py); otherwise refused.
             lose=ctx.consent.take(path),
+            deadline=ctx.deadline,
         )
     except fsops.NotEmpty as exc:
         raise ToolError(

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from cli.paths import FileId, file_id, is_within
 from cli.tools import trees
-from cli.tools.base import ToolContext, ToolError
+from cli.tools.base import NO_DEADLINE, Deadline, ToolContext, ToolError
 from cli.tools.memory import Fingerprint
 
 BINARY_SNIFF_BYTES = 8192
@@ -442,6 +442,7 @@ def remove(
     trash: str | None = None,
     trash_limit: int = 0,
     lose: Fingerprint | None = None,
+    deadline: Deadline = NO_DEADLINE,
 ) -> Removed:
     """Delete target's entry itself: a symlink is removed, never followed; a directory only
     when empty, unless `recursive` (then deepest first through dir fds, any depth, never
@@ -451,7 +452,10 @@ def remove(
     With `trash` (a directory of ours), the entry is moved there instead, by rename; across
     file systems it is copied (at most trash_limit bytes) and then removed. A larger one is
     refused, unless `lose` is the entry as it is now (a person agreed it may be deleted for
-    good): then it is deleted without a copy."""
+    good): then it is deleted without a copy.
+
+    `deadline` holds until the first thing is deleted or renamed: counting the tree, the
+    copy into the trash (removed again if it is cut short); the removal itself is not cut."""
     if not target.parts:
         raise ToolError(f"{target.shown} is an allowed directory itself; it cannot be deleted")
     with parent_dir(target) as (dir_fd, name):
@@ -465,21 +469,27 @@ def remove(
         )
         trashed = False
         if trash is None:
-            counts = _remove_entry(dir_fd, name, kind, recursive, target.shown)
+            counts = _remove_entry(dir_fd, name, kind, recursive, target.shown, deadline)
         else:
             may_lose = lose is not None and Fingerprint.of(info) == lose
             counts, trashed = _to_trash(
-                dir_fd, name, kind, recursive, target.shown, trash, trash_limit, may_lose
-            )
+                dir_fd, name, kind, recursive, target.shown, trash, trash_limit, may_lose,
+                deadline,
+            )  # fmt: skip
         _fsync_dir(dir_fd)
     return Removed(kind, counts, trashed)
 
 
 def _remove_entry(
-    dir_fd: int, name: str, kind: str, recursive: bool, shown: str
+    dir_fd: int,
+    name: str,
+    kind: str,
+    recursive: bool,
+    shown: str,
+    deadline: Deadline = NO_DEADLINE,
 ) -> dict[str, int] | None:
     if kind == "directory":
-        return _remove_dir(dir_fd, name, recursive, shown)
+        return _remove_dir(dir_fd, name, recursive, shown, deadline)
     os.unlink(name, dir_fd=dir_fd)
     return None
 
@@ -493,12 +503,13 @@ def _to_trash(
     trash: str,
     limit: int,
     may_lose: bool = False,
+    deadline: Deadline = NO_DEADLINE,
 ) -> tuple[dict[str, int] | None, bool]:
     """Move the entry into `trash`; its counts, and whether it went there (not: deleted for
     good, too large to copy, as `may_lose` allowed)."""
     counts = None
     if kind == "directory" and recursive:
-        counts = _count_tree(dir_fd, name, shown)
+        counts = _count_tree(dir_fd, name, shown, deadline)
     elif kind == "directory" and _has_entries(dir_fd, name):
         raise NotEmpty(f"{shown} is a directory that is not empty")
     trash_fd = os.open(trash, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC)
@@ -509,12 +520,13 @@ def _to_trash(
             if exc.errno != errno.EXDEV:
                 raise
             try:
-                _copy_across(dir_fd, name, kind, trash_fd, shown, limit)
+                _copy_across(dir_fd, name, kind, trash_fd, shown, limit, deadline=deadline)
             except TooLargeToCopy:
                 if not may_lose:
                     raise
-                _remove_entry(dir_fd, name, kind, True, shown)
+                _remove_entry(dir_fd, name, kind, True, shown, deadline)
                 return counts, False
+            # Copied whole: the original goes, however long that takes.
             _remove_entry(dir_fd, name, kind, True, shown)
         _fsync_dir(trash_fd)
     finally:
@@ -552,14 +564,22 @@ class TooLargeToCopy(ToolError):
 
 
 def _copy_across(
-    src_fd: int, name: str, kind: str, dst_fd: int, shown: str, limit: int, dst_name: str = ""
+    src_fd: int,
+    name: str,
+    kind: str,
+    dst_fd: int,
+    shown: str,
+    limit: int,
+    dst_name: str = "",
+    *,
+    deadline: Deadline = NO_DEADLINE,
 ) -> None:
     """The entry `name` copied into dst_fd (a move between file systems), links as links,
     through dir fds at any depth; refused before anything is copied when it holds more than
     `limit` bytes or a mount point (`trees.copy`)."""
     dst_name = dst_name or name
     try:
-        tally = trees.measure(src_fd, name, stop_above=limit)
+        tally = trees.measure(src_fd, name, stop_above=limit, deadline=deadline)
     except trees.Refused as exc:
         raise ToolError(f"{shown} changed while it was being looked at: {exc}") from None
     if tally.stopped:
@@ -571,7 +591,7 @@ def _copy_across(
     if tally.mounts:
         raise _mount_inside(shown, tally.mounts[0])
     try:
-        trees.copy(src_fd, name, dst_fd, dst_name)
+        trees.copy(src_fd, name, dst_fd, dst_name, deadline)
     except trees.Refused as exc:
         raise ToolError(f"{shown} could not be copied: {exc}") from None
 
@@ -592,16 +612,23 @@ def _has_entries(dir_fd: int, name: str) -> bool:
         os.close(fd)
 
 
-def inspect(target: Target, *, tree: bool = False, stop_above: int | None = None) -> Entry | None:
+def inspect(
+    target: Target,
+    *,
+    tree: bool = False,
+    stop_above: int | None = None,
+    deadline: Deadline = NO_DEADLINE,
+) -> Entry | None:
     """What is at target now (None: nothing), reached like every operation but without the
     `before_use` hook: a look before deciding, not a use. With `tree`, a directory's content
-    is measured too (`trees.measure`, ending once past `stop_above` bytes)."""
+    is measured too (`trees.measure`, ending once past `stop_above` bytes, or at
+    `deadline`)."""
     try:
         with _located(target) as (dir_fd, name):
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             tally = None
             if tree and stat.S_ISDIR(info.st_mode) and target.parts:
-                tally = trees.measure(dir_fd, name, stop_above=stop_above)
+                tally = trees.measure(dir_fd, name, stop_above=stop_above, deadline=deadline)
             return Entry(info, trees.mount_key(dir_fd), tally)
     except FileNotFoundError:
         return None
@@ -860,7 +887,9 @@ def _replace(
     return Fingerprint.of(written)
 
 
-def _remove_dir(dir_fd: int, name: str, recursive: bool, shown: str) -> dict[str, int] | None:
+def _remove_dir(
+    dir_fd: int, name: str, recursive: bool, shown: str, deadline: Deadline = NO_DEADLINE
+) -> dict[str, int] | None:
     if not recursive:
         try:
             os.rmdir(name, dir_fd=dir_fd)
@@ -869,20 +898,22 @@ def _remove_dir(dir_fd: int, name: str, recursive: bool, shown: str) -> dict[str
                 raise NotEmpty(f"{shown} is a directory that is not empty") from None
             raise
         return None
-    counts = _count_tree(dir_fd, name, shown)
+    counts = _count_tree(dir_fd, name, shown, deadline)
     try:
-        trees.remove(dir_fd, name)
+        trees.remove(dir_fd, name)  # no deadline: a removal is never left half done
     except trees.Refused as exc:  # a mount appeared, or the tree was moved, since the count
         raise ToolError(f"{shown} was deleted only in part: {exc}") from None
     return counts
 
 
-def _count_tree(dir_fd: int, name: str, shown: str) -> dict[str, int]:
+def _count_tree(
+    dir_fd: int, name: str, shown: str, deadline: Deadline = NO_DEADLINE
+) -> dict[str, int]:
     """Files and directories in the tree `name` (links counted as files, never followed),
     walked by fds at any depth. A tree holding a mount point is refused here, before
     anything is deleted or moved."""
     try:
-        tally = trees.measure(dir_fd, name)
+        tally = trees.measure(dir_fd, name, deadline=deadline)
     except trees.Refused as exc:
         raise ToolError(f"{shown} changed while it was being looked at: {exc}") from None
     if tally.mounts:

@@ -23,7 +23,7 @@ from itertools import pairwise
 from typing import Any
 
 from cli.paths import ResolvedPath, is_within
-from cli.tools.base import Result, ToolContext, ToolError
+from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
 from cli.tools.definitions import DIFF_DEFAULT_BYTES, DIFF_MAX_BYTES
 from cli.tools.shell import child_environment, kill_group
 
@@ -208,7 +208,7 @@ def _read(proc: subprocess.Popen[bytes], cap: int, git: _Git) -> tuple[bytes, by
         while selector.get_map():
             remaining = deadline - clock()
             if remaining <= 0:
-                raise _timed_out()
+                raise _timed_out(git.ctx)
             for key, _ in selector.select(min(remaining, 0.5)):
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
@@ -217,18 +217,20 @@ def _read(proc: subprocess.Popen[bytes], cap: int, git: _Git) -> tuple[bytes, by
                 if len(out) > cap:
                     return bytes(out[:cap]), bytes(err[:_STDERR_MAX_BYTES]), True
                 del err[_STDERR_MAX_BYTES:]
-    _wait(proc, deadline - clock())
+    _wait(proc, deadline - clock(), git.ctx)
     return bytes(out), bytes(err), False
 
 
-def _wait(proc: subprocess.Popen[bytes], remaining: float) -> None:
+def _wait(proc: subprocess.Popen[bytes], remaining: float, ctx: ToolContext) -> None:
     try:
         proc.wait(timeout=max(remaining, 0.001))
     except subprocess.TimeoutExpired:
-        raise _timed_out() from None
+        raise _timed_out(ctx) from None
 
 
-def _timed_out() -> ToolError:
+def _timed_out(ctx: ToolContext) -> ToolError:
+    if ctx.deadline.expired:  # the call's own deadline came before git's
+        return DeadlineExceeded(ctx.deadline)
     return ToolError(
         f"git did not finish within {TIMEOUT_SECONDS} s and was stopped",
         hint="pass a smaller path (a subdirectory or one file)",
@@ -301,7 +303,7 @@ def _open(ctx: ToolContext, paths: Mapping[str, ResolvedPath]) -> _Repo:
         )
     env = _environment(ctx, cwd)
     memory = ctx.limits.command_memory_mb * 1024 * 1024
-    deadline = ctx.clock() + TIMEOUT_SECONDS
+    deadline = ctx.clock() + min(TIMEOUT_SECONDS, ctx.deadline.left())
     git = _Git(_find_git(env["PATH"]), cwd, env, ctx, deadline, memory)
     root = _work_tree(git, ctx.show(cwd))
     _check_git_dirs(ctx, git, root)

@@ -12,7 +12,7 @@ from typing import Any
 
 from cli.paths import ResolvedPath
 from cli.tools import fsops
-from cli.tools.base import Result, ToolContext, ToolError
+from cli.tools.base import Deadline, Result, ToolContext, ToolError
 from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
 
 
@@ -35,9 +35,10 @@ def list_directory(
             max_depth=depth,
             include_hidden=hidden,
             hides=ctx.walk_hides(path),
+            deadline=ctx.deadline,
         )
         with closing(walked):
-            entries = _collect(walked, recursive, extension)
+            entries = _collect(walked, recursive, extension, ctx.deadline)
     result: Result = {
         "success": True,
         "path": path,
@@ -61,12 +62,13 @@ def list_directory(
 
 
 def _collect(
-    walked: Iterable[Entry], recursive: bool, extension: str | None
+    walked: Iterable[Entry], recursive: bool, extension: str | None, deadline: Deadline
 ) -> list[dict[str, Any]]:
     """The entries described, without files the extension filter leaves out. How many there
-    are is bounded by the walk (max_list_entries visits)."""
+    are is bounded by the walk (max_list_entries visits); how long, by the deadline."""
     entries: list[dict[str, Any]] = []
     for entry in walked:
+        deadline.check()
         item = describe(entry, entry.relative if recursive else entry.dirent.name)
         if (
             extension

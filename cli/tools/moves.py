@@ -31,11 +31,12 @@ from typing import Any
 from cli.changes import Change
 from cli.paths import ResolvedPath
 from cli.tools import fsops
-from cli.tools.base import Result, ToolContext, ToolError
+from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
 from cli.tools.walk import MAX_WALK_DEPTH
 
 RENAME_NOREPLACE = 1
 MAX_CHECKED_ENTRIES = 10_000  # a larger tree is not looked through: a person decides
+CHECK_EVERY = 256  # entries looked at between two looks at the clock
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,11 @@ def boundary(
     try:
         with fsops.open_dir(target) as top:
             return _look_through(top, source, destination, hides, configures, ctx)
+    except DeadlineExceeded as exc:
+        return Crossing(
+            caution=f"{shown} could not be looked through within policy.limits.tool_seconds "
+            f"({exc.deadline.seconds:g} s), so a person must confirm"
+        )
     except (ToolError, OSError) as exc:
         return Crossing(
             caution=f"{shown} could not be looked through ({exc}), so a person must confirm"
@@ -89,6 +95,7 @@ def _look_through(
     stack: list[tuple[int, str, int]] = [(os.dup(top), "", 1)]  # (fd, relative dir, depth)
     try:
         while stack:
+            ctx.deadline.check()  # the fds on the stack are closed below
             fd, relative, depth = stack.pop()
             try:
                 with os.scandir(fd) as it:
@@ -99,6 +106,9 @@ def _look_through(
                 continue
             for name, is_dir in names:
                 seen += 1
+                if seen % CHECK_EVERY == 0 and ctx.deadline.expired:
+                    os.close(fd)
+                    raise DeadlineExceeded(ctx.deadline)
                 if seen > MAX_CHECKED_ENTRIES:
                     os.close(fd)
                     return Crossing(
@@ -235,6 +245,7 @@ def _move(
             trash=trash,
             trash_limit=ctx.limits.max_backup_bytes,
             lose=ctx.consent.take(destination),
+            deadline=ctx.deadline,
         )
         displaced, trashed = removed.kind, removed.trashed
     try:

@@ -68,8 +68,10 @@ def unkept(
             # What an overwriting move replaces goes to the trash, as a delete would.
             return _delete(ctx, store, paths["destination"], False)
     except (ToolError, OSError, ValueError):
-        # Cannot look: the tool will fail the same way, or keep its backup as usual (and a
-        # backup that cannot be written fails the change before anything is replaced).
+        # Cannot look (or not within policy.limits.tool_seconds: a tree too large to
+        # measure): the tool will fail the same way, or keep its backup as usual (and a
+        # backup that cannot be written fails the change before anything is replaced; a
+        # copy too large for the trash is refused when it runs).
         return None
     return None
 
@@ -127,7 +129,9 @@ def _delete(
     room = store.room()
     trash = trees.path_mount_key(str(store.root / "trash"))
     # Measure only as far as it takes to tell: past both the copy limit and the room.
-    entry = fsops.inspect(target, tree=recursive, stop_above=max(limit, room, 0))
+    entry = fsops.inspect(
+        target, tree=recursive, stop_above=max(limit, room, 0), deadline=ctx.deadline
+    )
     if entry is None:
         return None
     shown = ctx.show(path)

@@ -29,12 +29,15 @@ import sysconfig
 import time
 from collections.abc import Mapping
 
+from cli.tools.base import NO_DEADLINE, Deadline, DeadlineExceeded
+
 # The characters Rust's regex::escape escapes; any other is itself in rg's syntax, and some
 # escaped would not be (`\<` and `\>` are word boundaries).
 _META = frozenset("\\.+*?()|[]{}^$#&-~")
 # rg gets this long in all (then it is killed, and Python searches every file: a FIFO or
-# a device swapped in for a file the walk saw would block it or feed it without end) and
-# this much memory.
+# a device swapped in for a file the walk saw would block it or feed it without end), or
+# less when the call's deadline comes first (then the search fails with it), and this much
+# memory.
 DEADLINE = 30.0
 _MEMORY = 1 << 30
 
@@ -118,7 +121,14 @@ class Proposer:
     few files to bother): then every file is searched in Python. `close` stops what runs."""
 
     def __init__(
-        self, rg: str, top_fd: int, query: str, case_sensitive: bool, max_bytes: int
+        self,
+        rg: str,
+        top_fd: int,
+        query: str,
+        case_sensitive: bool,
+        max_bytes: int,
+        *,
+        deadline: Deadline = NO_DEADLINE,
     ) -> None:
         self._command = [
             rg,
@@ -140,6 +150,7 @@ class Proposer:
         self._running: list[subprocess.Popen[bytes]] = []
         self._failed = False
         self._started = time.monotonic()
+        self._deadline = deadline
 
     def add(self, relative: str) -> None:
         # "./": rg reads the name as it is, relative to the walk's top (its cwd), and no name
@@ -159,9 +170,12 @@ class Proposer:
         found: set[str] = set()
         deadline = self._started + DEADLINE
         for proc in self._running:
+            left = min(deadline - time.monotonic(), self._deadline.left())
             try:
-                out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                out, _ = proc.communicate(timeout=max(0.0, left))
             except subprocess.TimeoutExpired:
+                if self._deadline.expired:  # the caller's `close` stops what still runs
+                    raise DeadlineExceeded(self._deadline) from None
                 self._failed = True
                 break
             # 1: nothing found. 2: an error (a file vanished or is unreadable): what it did

@@ -60,6 +60,7 @@ def search_files(
             max_visits=limits.max_search_files,
             include_hidden=False,
             hides=hides,
+            deadline=ctx.deadline,
         )
         if rg is None:
             _search_walking(walked, wanted, scan, ctx)
@@ -91,7 +92,12 @@ def _search_proposed(
     count of entries visited being the walk's at the file where the search stops."""
     seen: list[tuple[str, str, str, int, Reader | None]] = []
     proposer = ripgrep.Proposer(
-        rg, top, wanted.query, wanted.case_sensitive, wanted.limits.max_search_file_bytes
+        rg,
+        top,
+        wanted.query,
+        wanted.case_sensitive,
+        wanted.limits.max_search_file_bytes,
+        deadline=ctx.deadline,
     )
     try:
         with closing(walked):
@@ -219,6 +225,7 @@ def _visit(
     ctx: ToolContext,
 ) -> bool:
     """Search one file; False when the search must stop."""
+    ctx.deadline.check()
     limits = wanted.limits
     scan.scanned += 1
     by_name = wanted.search_type in ("filename", "both") and wanted.name_matches(name)

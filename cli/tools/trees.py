@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 
+from cli.tools.base import NO_DEADLINE, Deadline
+
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
@@ -113,9 +115,11 @@ class _Level:
     entries: Iterator[str]
 
 
-def walk(dir_fd: int, name: str, visitor: Visitor) -> None:
+def walk(dir_fd: int, name: str, visitor: Visitor, deadline: Deadline = NO_DEADLINE) -> None:
     """Visit the entry `name` in dir_fd and, if it is a directory on the same mount as
-    dir_fd, everything below it, depth first (each directory's `leave` after its entries)."""
+    dir_fd, everything below it, depth first (each directory's `leave` after its entries).
+    `deadline` is checked before each step; only walks that may stop anywhere get one (a
+    look, a copy that is removed again when it fails), never a removal."""
     home = mount_key(dir_fd)
     names: list[str] = []  # the directories from the top down to the current one
     stack: list[_Level] = []
@@ -123,6 +127,7 @@ def walk(dir_fd: int, name: str, visitor: Visitor) -> None:
     pending: Iterator[str] | None = iter([name])
     try:
         while pending is not None:
+            deadline.check()
             child = next(pending, None)
             if child is None:
                 if not stack:
@@ -247,12 +252,14 @@ class _Measure(Visitor):
         self.tally.mounts.append(str(where))
 
 
-def measure(dir_fd: int, name: str, *, stop_above: int | None = None) -> Tally:
+def measure(
+    dir_fd: int, name: str, *, stop_above: int | None = None, deadline: Deadline = NO_DEADLINE
+) -> Tally:
     """Files, directories and bytes in the entry `name` (mount points listed, not entered);
     with `stop_above`, the walk ends as soon as the bytes pass it."""
     visitor = _Measure(stop_above)
     with suppress(_Stop):
-        walk(dir_fd, name, visitor)
+        walk(dir_fd, name, visitor, deadline)
     return visitor.tally
 
 
@@ -363,12 +370,15 @@ class _Copy(Visitor):
             self.current = -1
 
 
-def copy(src_fd: int, name: str, dst_fd: int, dst_name: str) -> None:
+def copy(
+    src_fd: int, name: str, dst_fd: int, dst_name: str, deadline: Deadline = NO_DEADLINE
+) -> None:
     """Copy the entry `name` in src_fd to `dst_name` in dst_fd (which must not exist). On
-    failure whatever was copied so far is removed again and the error raised."""
+    failure, running out of time included, whatever was copied so far is removed again and
+    the error raised."""
     visitor = _Copy(dst_fd, dst_name)
     try:
-        walk(src_fd, name, visitor)
+        walk(src_fd, name, visitor, deadline)
     except BaseException:
         visitor.close()
         if visitor.made_top:

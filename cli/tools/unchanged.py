@@ -125,5 +125,7 @@ def _edited(ctx: ToolContext, arguments: Mapping[str, Any], checked: ResolvedPat
         str(arguments["old_string"]),
         str(arguments["new_string"]),
         bool(arguments.get("replace_all", False)),
+        deadline=ctx.deadline,
+        max_chars=ctx.limits.max_write_bytes,
     )
     return edit.text.encode("utf-8")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from cli.tools import fsops
+from cli.tools.base import NO_DEADLINE, Deadline
 
 # How deep a walk goes at most, whatever it is asked: each level holds an open fd until its
 # last entry is seen, and a model can nest directories without end. Deeper trees are walked
@@ -71,7 +72,9 @@ class Walk:
     directories, links, hidden and filtered-out names alike — and no deeper than
     MAX_WALK_DEPTH levels (one fd is open per level). `truncated` says the walk stopped before
     seeing everything; `visited` counts what it read. Iterative: no recursion however deep the
-    tree. Close it (contextlib.closing) when stopping early, so its fds close at once."""
+    tree. Close it (contextlib.closing) when stopping early, so its fds close at once.
+    `deadline` is checked as each directory is entered or returned to (the caller checks
+    between the entries it works on): DeadlineExceeded ends the walk, its fds closed."""
 
     def __init__(
         self,
@@ -82,6 +85,7 @@ class Walk:
         max_depth: int | None = None,
         include_hidden: bool,
         hides: Callable[[str], bool],
+        deadline: Deadline = NO_DEADLINE,
     ) -> None:
         self.visited = 0
         self.over_cap = False  # a directory held more than max_visits left room for
@@ -90,6 +94,7 @@ class Walk:
         self._asked_depth = max_depth
         self._max_depth = min(max_depth or MAX_WALK_DEPTH, MAX_WALK_DEPTH)
         self.hides = hides
+        self._deadline = deadline
         self._entries = self._walk(top_fd, top, include_hidden, hides)
 
     @property
@@ -110,6 +115,7 @@ class Walk:
         noise = NOISE_DIRS
         try:
             while stack:
+                self._deadline.check()  # every fd of the walk is on the stack
                 level = stack[-1]
                 # The level's own loop, so that the per-entry work is only the entry's.
                 prefix, relative_prefix, depth = level.prefix, level.relative, level.depth
