@@ -17,9 +17,11 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 MAX_ENTRIES = 20_000  # entries looked at in all; a larger store is indexed in part
+PER_ROOT = 5_000  # … and in one of them
 MAX_DEPTH = 32
 RECHECK_SECONDS = 1.0
 
@@ -40,9 +42,10 @@ class SecretFiles:
     def find(self, device: int, inode: int) -> str | None:
         """The secret this file is (one of its names), or None."""
         now = self._clock()
-        if self._files is None or (now - self._looked >= RECHECK_SECONDS and self._stale()):
-            self._build()
-        self._looked = now
+        if self._files is None or now - self._looked >= RECHECK_SECONDS:
+            self._looked = now
+            if self._files is None or self._stale():
+                self._build()
         assert self._files is not None
         return self._files.get((device, inode))
 
@@ -50,11 +53,13 @@ class SecretFiles:
         return any(_stamp(path) != stamp for path, stamp in self._stamps.items())
 
     def _build(self) -> None:
-        """Walk every root (symlinks to it resolved, none followed below it), iteratively,
-        at most MAX_ENTRIES entries and MAX_DEPTH levels."""
+        """Every root (symlinks to it resolved, none followed below it): the files first, then
+        each directory breadth first (a profile's keys and cookies lie near its top, its
+        caches deep), at most PER_ROOT entries of one (a browser profile does not crowd out
+        the rest) and MAX_ENTRIES in all, MAX_DEPTH levels deep. No recursion."""
         files: dict[tuple[int, int], str] = {}
         stamps: dict[str, _Stamp | None] = {}
-        budget = MAX_ENTRIES
+        directories = []
         for root in self._roots:
             stamps[root] = _stamp(root)  # a root that appears, or goes, counts as a change
             real = os.path.realpath(root)
@@ -64,28 +69,38 @@ class SecretFiles:
                 continue
             if stat.S_ISREG(info.st_mode):
                 files.setdefault((info.st_dev, info.st_ino), root)
-                budget -= 1
-                continue
-            if not stat.S_ISDIR(info.st_mode):
-                continue
-            pending = [(real, 0)]
-            while pending and budget > 0:
-                directory, depth = pending.pop()
-                stamps[directory] = _stamp(directory)
-                try:
-                    with os.scandir(directory) as entries:
-                        for entry in entries:
-                            budget -= 1
-                            if budget <= 0:
-                                break
-                            if entry.is_dir(follow_symlinks=False):
-                                if depth + 1 < MAX_DEPTH:
-                                    pending.append((entry.path, depth + 1))
-                            elif entry.is_file(follow_symlinks=False):
-                                _add(files, entry)
-                except OSError:
-                    continue  # unreadable to us: then unreadable to the tools too
+            elif stat.S_ISDIR(info.st_mode):
+                directories.append(real)
+        budget = MAX_ENTRIES
+        for top in directories:
+            budget -= self._walk(top, min(PER_ROOT, budget), files, stamps)
         self._files, self._stamps = files, stamps
+
+    @staticmethod
+    def _walk(
+        top: str, budget: int, files: dict[tuple[int, int], str], stamps: dict[str, _Stamp | None]
+    ) -> int:
+        """Index the tree at `top`, looking at no more than `budget` entries; how many it
+        looked at."""
+        seen = 0
+        pending = deque([(top, 0)])
+        while pending and seen < budget:
+            directory, depth = pending.popleft()
+            stamps[directory] = _stamp(directory)
+            try:
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        seen += 1
+                        if seen >= budget:
+                            break
+                        if entry.is_dir(follow_symlinks=False):
+                            if depth + 1 < MAX_DEPTH:
+                                pending.append((entry.path, depth + 1))
+                        elif entry.is_file(follow_symlinks=False):
+                            _add(files, entry)
+            except OSError:
+                continue  # unreadable to us: then unreadable to the tools too
+        return seen
 
 
 def _add(files: dict[tuple[int, int], str], entry: os.DirEntry[str]) -> None:

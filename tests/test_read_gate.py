@@ -415,7 +415,9 @@ def test_a_key_made_after_the_index_is_known_once_its_directory_changed(home: Pa
     later = home / ".ssh" / "id_ed25519"
     later.write_text(KEY)
     new = os.stat(later)
-    now[0] += RECHECK_SECONDS
+    now[0] += RECHECK_SECONDS / 2  # looked at again at most once a second: not yet
+    assert files.find(new.st_dev, new.st_ino) is None
+    now[0] += RECHECK_SECONDS / 2
     assert files.find(new.st_dev, new.st_ino) == str(later)
     netrc = home / ".netrc"  # a root that did not exist when the index was built
     netrc.write_text("machine x password y\n")
@@ -483,3 +485,35 @@ def test_git_diff_without_a_path_in_a_working_dir_outside_the_allowed_dirs_leave
         "1 file's section left out: outside the allowed directories (read it with read_file "
         "to be asked)"
     )
+
+
+@pytest.mark.parametrize(
+    ("tool", "extra"),
+    [
+        ("read_file", {}),
+        ("edit_file", {"old_string": "a", "new_string": "b"}),
+        ("write_file", {"content": "x"}),
+        ("delete_file", {}),
+        ("list_directory", {}),
+        ("search_files", {"query": "KEYLINE"}),
+        ("git_diff", {}),
+        ("git_status", {}),
+    ],
+)
+def test_every_path_tool_refuses_a_hard_link_to_the_key_as_the_secret_it_is(
+    tool: str, extra: dict[str, Any], workspace: Path, home: Path
+) -> None:
+    from cli.config import PolicyConfig
+    from cli.policy import Policy
+
+    key = ssh_key(home)
+    os.link(key, workspace / "notes.txt")
+    policy = Policy(PolicyConfig(), str(workspace), str(home))
+    decision = policy.decide(tool, {"path": "notes.txt", **extra})
+    assert (decision.action, decision.rule) == ("deny", "sensitive"), decision
+    assert "under another name (a hard link to it), a secret" in decision.reason
+    # A hard link to a file that is no secret is still a person's call, as before.
+    (home / "plain.txt").write_text("plain\n")
+    os.link(home / "plain.txt", workspace / "other.txt")
+    other = policy.decide(tool, {"path": "other.txt", **extra})
+    assert other.rule != "sensitive"
