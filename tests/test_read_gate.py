@@ -458,7 +458,7 @@ def test_git_diff_keeps_what_passes_and_says_what_it_left_out(
     assert leaked(result["diff"]) == []
     assert result["note"] == (
         "1 file's section left out: it has other hard links (read it with read_file to be "
-        "asked); 1 file's section left out: larger than read_file reads "
+        "asked); 1 file's section left out: it is larger than read_file reads "
         "(policy.limits.max_read_bytes)"
     )
 
@@ -482,8 +482,8 @@ def test_git_diff_without_a_path_in_a_working_dir_outside_the_allowed_dirs_leave
     result = _diff(agent, ollama, {})
     assert result["diff"] == "" and leaked(json.dumps(ollama.chat_bodies)) == []
     assert result["note"] == (
-        "1 file's section left out: outside the allowed directories (read it with read_file "
-        "to be asked)"
+        "1 file's section left out: it is outside the allowed directories (read it with "
+        "read_file to be asked)"
     )
 
 

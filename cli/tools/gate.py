@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from cli.paths import FileId, is_within
 from cli.tools.base import ToolContext, ToolError
-from cli.tools.fsops import too_large
+from cli.tools.fsops import Gate, too_large
 
 HIDDEN = "hidden"
 SECRET = "secret"
@@ -39,9 +39,6 @@ TOO_LARGE = "too_large"
 RULES = (HIDDEN, SECRET, OUTSIDE, HARD_LINK, TOO_LARGE)
 # What a person may let through (read_file asks them); the rest is never returned.
 FOR_A_PERSON = frozenset({OUTSIDE, HARD_LINK})
-
-# fsops' read hook: called with the fstat of the file just opened, before a byte is read.
-Hook = Callable[[os.stat_result], None]
 
 
 @dataclass(frozen=True)
@@ -125,7 +122,7 @@ class Reads:
             hides=self.hides,
         )
 
-    def hook(self, path: str) -> Hook:
+    def hook(self, path: str) -> Gate:
         """`check` as fsops' read hook: raises Refused, so nothing of a refused file is read."""
 
         def gate(info: os.stat_result) -> None:
@@ -148,11 +145,11 @@ def _asked_about(asked: FileId | None, info: os.stat_result) -> bool:
 # -- saying what was left out -----------------------------------------------------------------
 
 _WHY = {
-    HIDDEN: "secrets or paths in blocked directories",
-    SECRET: "secrets under another name (hard links to them)",
-    OUTSIDE: "outside the allowed directories (read it with read_file to be asked)",
+    HIDDEN: "it is a secret or in a blocked directory",
+    SECRET: "it is a secret under another name (a hard link to one)",
+    OUTSIDE: "it is outside the allowed directories (read it with read_file to be asked)",
     HARD_LINK: "it has other hard links (read it with read_file to be asked)",
-    TOO_LARGE: "larger than read_file reads (policy.limits.max_read_bytes)",
+    TOO_LARGE: "it is larger than read_file reads (policy.limits.max_read_bytes)",
 }
 
 
