@@ -1,8 +1,10 @@
 """decide(tool, arguments) → allow | ask | deny, with the reason and the rule that decided.
 
-Pure: reads the file system only to resolve symlinks and count hard links. The order of the
-rules is a contract (README "Policy"): unknown/disabled tool → blocked or sensitive path →
-outside the allowed dirs → hard link, protected file → command rules → the tool's setting.
+Pure but for three looks at the file system: resolving symlinks, counting hard links, and,
+for a file with hard links, whether it is a secret under another name (cli/secret_files.py).
+The order of the rules is a contract (README "Policy"): unknown/disabled tool → blocked or
+sensitive path (a secret by name, or by identity: a hard link to one) → outside the allowed
+dirs → hard link, protected file → command rules → the tool's setting.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cli import sensitive
 from cli.commands import matches_allow
 from cli.config import APP_NAME, READ_TOOLS, TOOL_NAMES, WRITE_TOOLS, PolicyConfig, is_mcp_name
 from cli.paths import PathError, ResolvedPath, expand_user, is_within, resolve_path, root_of
+from cli.secret_files import SecretFiles
 
 Action = Literal["allow", "ask", "deny"]
 
@@ -127,6 +130,7 @@ class Policy:
             code_dirs,
         )
         self.plain_dotfiles = sensitive.PlainNames(config.plain_dotfiles)
+        self._secret_files: SecretFiles | None = None  # built at the first hard link met
 
     # -- settings -------------------------------------------------------------------------
 
@@ -298,6 +302,13 @@ class Policy:
         """A secret (cli/sensitive.py SECRETS, policy.secrets, policy.sensitive_patterns)."""
         return self.classes.secrets.match(path)
 
+    def secret_of(self, device: int, inode: int) -> str | None:
+        """The secret with a place of its own (`~/.ssh/id_rsa`…) that the file (device,
+        inode) is under another name — a hard link to it — or None (cli/secret_files.py)."""
+        if self._secret_files is None:
+            self._secret_files = SecretFiles(self.classes.secrets.anchored_paths())
+        return self._secret_files.find(device, inode)
+
     def blocked_dir(self, path: str) -> str | None:
         return next((d for d in self.blocked_dirs if is_within(path, d)), None)
 
@@ -327,6 +338,14 @@ class Policy:
                     "it is never read, searched or written",
                     "sensitive",
                 )
+        file = path.file
+        secret = self.secret_of(file.device, file.inode) if file and file.links > 1 else None
+        if secret:
+            return (
+                f"{path.given} is {secret} under another name (a hard link to it), a secret; "
+                "it is never read, searched or written",
+                "sensitive",
+            )
         return None
 
     def _outside_decision(

@@ -89,6 +89,7 @@ def build_agent(
         limits=config.policy.limits,
         hides=policy.hides,
         hides_entry=policy.hides_entry,
+        secret_of=policy.secret_of,
         environ=dict(environ),
         roots=policy.allowed_dirs,
         sandbox=sandbox_spec(config, policy, home),

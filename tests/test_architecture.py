@@ -28,6 +28,7 @@ CORE = [
     "cli.sandbox",
     "cli.sensitive",
     "cli.policy",
+    "cli.secret_files",
     "cli.prompt",
     "cli.schema",
     "cli.sizing",
@@ -44,6 +45,7 @@ CORE = [
     "cli.tools",
     "cli.tools.edits",
     "cli.tools.moves",
+    "cli.tools.gate",
 ]
 
 

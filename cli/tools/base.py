@@ -132,6 +132,9 @@ class ToolContext:
     # The same for an entry of a walk whose directory is not hidden (the policy's
     # `hides_entry`): cheaper per entry. None: `hides` is used.
     hides_entry: Callable[[str], bool] | None = None
+    # The secret a file (device, inode) is under another name (a hard link to it), or None:
+    # the policy's `secret_of`, for the read gate (cli/tools/gate.py).
+    secret_of: Callable[[int, int], str | None] = lambda _device, _inode: None
     environ: Mapping[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
     # The allowed dirs, resolved (the policy's `allowed_dirs`): a file operation stays beneath

@@ -9,7 +9,7 @@ from typing import Any
 
 from cli.changes import Backup, Change, sha256
 from cli.paths import ResolvedPath
-from cli.tools import fsops
+from cli.tools import fsops, gate
 from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.edits import EditFailed, plan_edit
 from cli.tools.memory import Fingerprint
@@ -32,7 +32,8 @@ def read_file(
         raise ToolError("end_line counts from 1")
     if start is not None and end is not None and end < start:
         raise ToolError(f"end_line ({end}) is before start_line ({start})")
-    file = fsops.read(fsops.target(ctx, path, checked.file), ctx.limits.max_read_bytes)
+    reads = gate.Reads(ctx, ctx.limits.max_read_bytes, under=path, asked=checked.file)
+    file = fsops.read(fsops.target(ctx, path, checked.file), reads.max_bytes, reads.hook(path))
     ctx.memory.remember(path, file.fingerprint)
     if encoding == "base64":
         return {
@@ -228,8 +229,11 @@ def edit_file(
 
 def _current_text(ctx: ToolContext, checked: ResolvedPath, seen: Fingerprint) -> str:
     """The file as it is now, as text; a conflict when it is not what the model read."""
-    shown = ctx.show(checked.real)
-    file = fsops.read(fsops.target(ctx, checked.real, checked.file), ctx.limits.max_write_bytes)
+    path = checked.real
+    shown = ctx.show(path)
+    # Its lines may be quoted back (the most similar ones, when old_string is not found).
+    reads = gate.Reads(ctx, ctx.limits.max_write_bytes, under=path, asked=checked.file)
+    file = fsops.read(fsops.target(ctx, path, checked.file), reads.max_bytes, reads.hook(path))
     if file.fingerprint != seen:
         raise fsops.Conflict(
             f"{shown} changed on disk since it was last read (someone else edited it)",

@@ -105,6 +105,10 @@ class Conflict(ToolError):
     """The file changed on disk since the model last read or wrote it."""
 
 
+# The read gate's hook (cli/tools/gate.py): called with the fstat of a file just opened,
+# before a byte of it is read; it raises to refuse the read.
+Gate = Callable[[os.stat_result], None]
+
 # (old content, old mode) → kept somewhere safe before the old content is replaced.
 KeepOld = Callable[[bytes, int], None]
 # (directory, temp name) → held while a temp file may exist, so a crash can be cleaned up.
@@ -358,10 +362,31 @@ def parent_dir(target: Target, *, make_parents: bool = False) -> Iterator[tuple[
 # -- operations on a checked path -----------------------------------------------------------
 
 
-def read(target: Target, max_bytes: int) -> FileData:
+def read(target: Target, max_bytes: int, gate: Gate | None = None) -> FileData:
     """The regular file at target, at most max_bytes of it (see read_at)."""
     with parent_dir(target) as (dir_fd, name):
-        return read_at(dir_fd, name, target.shown, max_bytes, target.checked)
+        return read_at(dir_fd, name, target.shown, max_bytes, target.checked, gate=gate)
+
+
+def identify(target: Target) -> os.stat_result | None:
+    """What is at target now, for the read gate to decide on content someone else read (git):
+    a regular file is opened as read_at opens it (never through a symlink, never blocking,
+    a device never opened) and fstat'ed; anything else is lstat'ed; None when nothing is
+    there (or a parent is not a directory). Raises ToolError when it cannot be told."""
+    try:
+        with _located(target) as (dir_fd, name):
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode):
+                return info
+            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+            try:
+                return os.fstat(fd)
+            finally:
+                os.close(fd)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise os_error(exc, target.shown, target.path) from None
 
 
 def holds(target: Target, data: bytes) -> Fingerprint | None:
@@ -683,14 +708,16 @@ def read_at(
     *,
     seen_regular: bool = False,
     text_only: bool = False,
+    gate: Gate | None = None,
 ) -> FileData:
     """Read the regular file `name` in dir_fd: never a symlink, FIFO, socket or device, never
     more than max_bytes (one byte more tells it is over), and not one that has gained hard
     links since `checked` (HardLinked). It is looked at before it is opened (a device is
     never opened), unless the caller has just seen it is a regular file (`seen_regular`: a
     walk's scandir said so); after opening, fstat decides either way. `text_only`: a file
-    whose first bytes say it is binary raises Binary before the rest is read."""
-    fd, info = _open_regular(dir_fd, name, shown, checked, seen_regular=seen_regular)
+    whose first bytes say it is binary raises Binary before the rest is read. `gate`: the
+    read gate's hook, called with the fstat of the opened file before anything is read."""
+    fd, info = _open_regular(dir_fd, name, shown, checked, seen_regular=seen_regular, gate=gate)
     try:
         if info.st_size > max_bytes:
             raise too_large(shown, info.st_size, max_bytes)
@@ -700,30 +727,41 @@ def read_at(
         os.close(fd)
 
 
-def read_below(dir_fd: int, relative: str, shown: str, max_bytes: int) -> FileData:
+def read_below(
+    dir_fd: int, relative: str, shown: str, max_bytes: int, gate: Gate | None = None
+) -> FileData:
     """read_at for `relative` (a/b/c) below dir_fd, reached without following any symlink and
     without leaving dir_fd (as _reach): for a file a walk saw, read after the walk moved on."""
     *dirs, name = relative.split("/")
     parent = _reach(dir_fd, dirs)
     try:
-        return read_at(parent, name, shown, max_bytes)
+        return read_at(parent, name, shown, max_bytes, gate=gate)
     finally:
         os.close(parent)
 
 
 def _open_regular(
-    dir_fd: int, name: str, shown: str, checked: FileId | None, *, seen_regular: bool = False
+    dir_fd: int,
+    name: str,
+    shown: str,
+    checked: FileId | None,
+    *,
+    seen_regular: bool = False,
+    gate: Gate | None = None,
 ) -> tuple[int, os.stat_result]:
     """The regular file `name` in dir_fd, open for reading (the caller closes the fd), and
     its fstat: looked at before it is opened unless `seen_regular` (read_at says why), never
-    through a symlink, never blocking, and refused if it gained hard links since `checked`.
-    A plain function, not a context manager: a search calls it for every file."""
+    through a symlink, never blocking, passed by `gate` if given, and refused if it gained
+    hard links since `checked`. A plain function, not a context manager: a search calls it
+    for every file."""
     if not seen_regular:
         _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
     fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     try:
         info = os.fstat(fd)
         _require_regular(info.st_mode, shown)
+        if gate is not None:
+            gate(info)
         check_links(info, checked, shown)
     except BaseException:
         os.close(fd)

@@ -7,7 +7,8 @@ could start a program, and with every filter driver the config names switched of
 Nothing is written (no optional locks, no index refresh: the index stays as it is), output
 is capped while it is read, one timeout per call kills git and its children, its heap is
 capped, and the environment is the reduced one that commands get. Secrets and blocked paths
-the policy hides are left out of both results.
+the policy hides are left out of both results, and a diff's section of a file is returned
+only when that file passes the read gate (cli/tools/gate.py), as read_file would read it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from itertools import pairwise
 from typing import Any
 
 from cli.paths import ResolvedPath, is_within
+from cli.tools import fsops, gate
 from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
 from cli.tools.definitions import DIFF_DEFAULT_BYTES, DIFF_MAX_BYTES
 from cli.tools.shell import child_environment, kill_group
@@ -661,11 +663,17 @@ def git_diff(
     output = _run(repo.git, command, cap)
     if output.code != 0 and not output.capped:
         raise _failure("diff", output)
-    return _diff_result(ctx, repo, output, staged, cap)
+    # What lies below the path argument was put to a person if it is outside the allowed
+    # dirs; without one, git ran in the working dir, which nobody was asked about.
+    decided = paths["path"].real if "path" in paths else None
+    return _diff_result(ctx, repo, output, staged, cap, decided)
 
 
-def _diff_result(ctx: ToolContext, repo: _Repo, output: _Output, staged: bool, cap: int) -> Result:
+def _diff_result(
+    ctx: ToolContext, repo: _Repo, output: _Output, staged: bool, cap: int, decided: str | None
+) -> Result:
     kept, files, hidden, unknown = bytearray(), list[str](), 0, 0
+    refused: dict[str, int] = {}
     for section in _sections(output.out):
         if section.paths is None:
             unknown += 1
@@ -673,6 +681,13 @@ def _diff_result(ctx: ToolContext, repo: _Repo, output: _Output, staged: bool, c
         names = [os.path.join(repo.root, os.fsdecode(p)) for p in section.paths]
         if any(ctx.hides(name) for name in names):
             hidden += 1
+            continue
+        rule = _gate_rule(ctx, names, decided)
+        if rule in (gate.HIDDEN, gate.SECRET):
+            hidden += 1  # a secret under another name is a secret
+            continue
+        if rule is not None:
+            refused[rule] = refused.get(rule, 0) + 1
             continue
         kept += section.data
         files.append(_text(ctx.show(names[-1])))
@@ -688,10 +703,52 @@ def _diff_result(ctx: ToolContext, repo: _Repo, output: _Output, staged: bool, c
         "truncated": output.capped,
         "files": files,
     }
-    note = _diff_note(output.capped, cap, hidden, unknown, staged, not output.out)
+    notes = [
+        _diff_note(output.capped, cap, hidden, unknown, staged, not output.out),
+        *gate.left_out(refused),
+        *_unchecked_note(refused.get(_UNCHECKED, 0)),
+    ]
+    note = "; ".join(n for n in notes if n)
     if note:
         result["note"] = note
     return result
+
+
+_UNCHECKED = "unchecked"
+
+
+def _gate_rule(ctx: ToolContext, names: list[str], decided: str | None) -> str | None:
+    """Why a section must be left out (a read gate rule, or _UNCHECKED), or None. Git read
+    the work-tree files itself, so each of them is looked at now, reached and opened as the
+    file tools reach a file (never through a symlink) and its fstat put to the gate. Checked
+    after git ran: a file swapped for a hard link while git read it and swapped back before
+    this look is not caught.
+
+    The staged side (the index, HEAD) is blob content no file holds now: a section is left
+    out when the file at its path is refused today (a blob staged from a hard link to a key
+    is caught while that link is there); a blob whose file is gone, or no longer linked,
+    cannot be told from any other content and is shown (README "Safety": a secret tracked by
+    git stays readable through git). A file that is not there (a deletion) or not a regular
+    file (a symlink, whose section holds its target's name, not its content) has no content
+    of its own to check."""
+    reads = gate.Reads(ctx, ctx.limits.max_read_bytes, under=decided)
+    for name in names:
+        try:
+            info = fsops.identify(fsops.target(ctx, name))
+        except (ToolError, ValueError):
+            return _UNCHECKED  # git saw something here that cannot be told now
+        if info is None:
+            continue
+        refusal = reads.check(name, info)
+        if refusal is not None:
+            return refusal.rule
+    return None
+
+
+def _unchecked_note(count: int) -> list[str]:
+    if not count:
+        return []
+    return [f"{gate.files(count, 'section')} left out: its work-tree file could not be checked"]
 
 
 def _diff_note(capped: bool, cap: int, hidden: int, unknown: int, staged: bool, empty: bool) -> str:

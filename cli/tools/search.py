@@ -12,7 +12,7 @@ from typing import Any
 
 from cli.config import LimitsConfig
 from cli.paths import ResolvedPath
-from cli.tools import fsops, ripgrep
+from cli.tools import fsops, gate, ripgrep
 from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.listing import normalize_extension
 from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
@@ -47,10 +47,11 @@ def search_files(
         max_results=min(max_results, limits.max_search_results),
         limits=limits,
     )
-    scan = _Scan()
     hint = "; search_files searches below a directory"
     rg = _proposer(ctx, query, case, search_type)
     hides = ctx.walk_hides(root)
+    # Every file read passes the read gate, its names by the walk's own check.
+    scan = _Scan(gate.Reads(ctx, limits.max_search_file_bytes, under=root, hides=hides))
     with fsops.open_dir(fsops.target(ctx, root), hint) as top:
         # Every entry the walk reads counts, directories and files the filters skip included:
         # a filter that matches nothing must not make the search walk the whole tree.
@@ -103,7 +104,7 @@ def _search_proposed(
         with closing(walked):
             for entry in walked:
                 if _searchable(entry, wanted, walked.hides):
-                    read = _before_reading(entry, wanted.limits.max_search_file_bytes)
+                    read = _before_reading(entry, scan)
                     if read is None:
                         proposer.add(entry.relative)
                     seen.append(
@@ -117,7 +118,7 @@ def _search_proposed(
         if known is not None:
             read = known
         elif proposed is None or relative in proposed:
-            read = functools.partial(_read_below, top, relative)
+            read = functools.partial(_read_below, top, relative, path)
         elif by_name:
             read = _nothing
         else:
@@ -132,18 +133,17 @@ def _search_proposed(
         scan.note = _walk_note(walked)
 
 
-def _before_reading(entry: Entry, max_bytes: int) -> Reader | None:
+def _before_reading(entry: Entry, scan: _Scan) -> Reader | None:
     """What reading the file would come to, where that does not depend on its content, as
-    fsops.read_at decides it (links first, then size): None for "read it"."""
+    the read gate decides it when the file is read: None for "read it"."""
     try:
         info = entry.dirent.stat(follow_symlinks=False)
     except OSError:
         return _nothing
-    if info.st_nlink > 1:
-        return _hard_linked
-    if info.st_size > max_bytes:
-        return _nothing
-    return None
+    refusal = scan.reads.check(entry.path, info)
+    if refusal is None:
+        return None
+    return _hard_linked if refusal.rule == gate.HARD_LINK else _nothing
 
 
 def _hard_linked(_max_bytes: int, scan: _Scan) -> None:
@@ -190,6 +190,8 @@ class _Query:
 @dataclass
 class _Scan:
     """What a search found so far, and why it stopped."""
+
+    reads: gate.Reads  # what every file read passes
 
     results: list[dict[str, Any]] = field(default_factory=list)
     total_matches: int = 0
@@ -313,31 +315,42 @@ def _name_matcher(query: str, case: bool) -> Any:
 
 def _read_in_dir(entry: Entry, max_bytes: int, scan: _Scan) -> bytes | None:
     """The file's content, opened relative to its directory's fd (never following a link,
-    never blocking), or None: too large, hard-linked, unreadable or gone."""
-    return _read(_read_seen, entry.dir_fd, entry.dirent.name, max_bytes, scan)
+    never blocking), or None: refused by the read gate (too large, hard-linked…),
+    unreadable or gone."""
+    return _read(_read_seen, entry.dir_fd, entry.dirent.name, entry.path, max_bytes, scan)
 
 
-def _read_seen(dir_fd: int, name: str, shown: str, max_bytes: int) -> fsops.FileData:
+def _read_seen(
+    dir_fd: int, name: str, shown: str, max_bytes: int, passes: fsops.Gate
+) -> fsops.FileData:
     # _searchable saw the entry is a regular file (scandir's d_type, no link followed).
-    return fsops.read_at(dir_fd, name, shown, max_bytes, seen_regular=True, text_only=True)
+    return fsops.read_at(
+        dir_fd, name, shown, max_bytes, seen_regular=True, text_only=True, gate=passes
+    )
 
 
-def _read_below(top: int, relative: str, max_bytes: int, scan: _Scan) -> bytes | None:
-    return _read(fsops.read_below, top, relative, max_bytes, scan)
+def _read_below(top: int, relative: str, path: str, max_bytes: int, scan: _Scan) -> bytes | None:
+    return _read(fsops.read_below, top, relative, path, max_bytes, scan)
 
 
 def _read(
-    how: Callable[[int, str, str, int], fsops.FileData],
+    how: Callable[[int, str, str, int, fsops.Gate], fsops.FileData],
     dir_fd: int,
     name: str,
+    path: str,
     max_bytes: int,
     scan: _Scan,
 ) -> bytes | None:
     try:
-        return how(dir_fd, name, name, max_bytes).data
-    except fsops.HardLinked:
+        return how(dir_fd, name, name, max_bytes, scan.reads.hook(path)).data
+    except gate.Refused as refused:
+        # Only what a person could let through is counted and said; secrets and files too
+        # large are skipped without a word, as the walk skips secrets by name.
+        if refused.refusal.rule == gate.HARD_LINK:
+            scan.hard_links += 1
+    except fsops.HardLinked:  # the gate's backstop in fsops: the same refusal
         scan.hard_links += 1
-    except (OSError, ToolError):  # too large among them: fstat says, before anything is read
+    except (OSError, ToolError):  # unreadable, gone, binary
         pass
     return None
 
