@@ -48,6 +48,8 @@ allows, and why (the project-code ones run that code by design):
 - pytest: runs the project's tests; `-p` (but `-p no:NAME`), `-c`, `-o`, `--basetemp`
   (emptied first), `--junitxml`, `--debug`, `--pdb`, `--rootdir`, `-W` and anything unlisted
   ask.
+- programs that run their arguments (`stdbuf`, `setsid`, `watch`, `strace`…, and the
+  wrappers when named by a path: `/usr/bin/env`): only the prefix's exact words.
 """
 
 from __future__ import annotations
@@ -590,7 +592,22 @@ def _pytest(r: Reader, start: int) -> None:
     read_options(r, start, _PYTEST, plain_operand)
 
 
+# Programs that run their arguments as a command. The shell reader unwraps `env`, `timeout`,
+# `nice`, `xargs`, `sh -c`… named bare; named by a path (`/usr/bin/env git …`), or not known
+# to it (`stdbuf`, `setsid`…), what they run is not read: the prefix must be the whole line.
+_RUNNERS = names(
+    "env timeout nice nohup time command xargs sh bash dash zsh ksh stdbuf ionice chrt "
+    "taskset setsid flock unbuffer watch strace ltrace valgrind nsenter unshare chroot "
+    "firejail bwrap systemd-run script parallel entr"
+)
+
+
+def _runner(r: Reader, start: int) -> None:
+    r.risky_rest(start)
+
+
 _PROGRAMS: dict[str, Callable[[Reader, int], None]] = {
+    **dict.fromkeys(_RUNNERS, _runner),
     "git": read_git,
     "find": _find,
     "sed": _sed,

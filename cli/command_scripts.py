@@ -252,6 +252,7 @@ _AWK_REGEX_AFTER_WORDS = frozenset(
     {"print", "printf", "return", "in", "case", "do", "else", "delete", "exit"}
 )
 _AWK_AMBIGUOUS = frozenset({"++", "--", "length", "$"})
+_AWK_CONDITIONS = frozenset({("name", "if"), ("name", "while"), ("name", "for")})
 _AWK_OPERATORS = (
     "&&", "||", "==", "!=", "<=", ">=", "!~", "+=", "-=", "*=", "/=", "%=", "^=", "**=", "**",
     "++", "--", "{", "}", "(", ")", "[", "]", ";", ",", "+", "-", "*", "%", "^", "!", "~",
@@ -289,10 +290,19 @@ def _awk_tokens(text: str) -> list[tuple[str, str]]:
     """The program as (kind, text) tokens: name, number, string, regex, op (a newline is
     the op "\\n"); raises _No for anything outside the accepted subset."""
     tokens: list[tuple[str, str]] = []
+    conditions: list[bool] = []  # for each open `(`: does it hold an if/while/for condition?
     at = 0
     while at < len(text):
         c = text[at]
-        if c in " \t":
+        if c == "(":
+            conditions.append(bool(tokens) and tokens[-1] in _AWK_CONDITIONS)
+            tokens.append(("op", "("))
+            at += 1
+        elif c == ")":
+            # After `if (…)` a statement starts, and `/` is a regex: `if (x) /"/; print > "f"`
+            tokens.append(("condition" if conditions and conditions.pop() else "op", ")"))
+            at += 1
+        elif c in " \t":
             at += 1
         elif c == "\\" and text.startswith("\\\n", at):
             at += 2
@@ -353,6 +363,8 @@ def _regex_may_start(tokens: list[tuple[str, str]]) -> bool:
         raise _No(f"/ after {text}")
     if kind == "name":
         return text in _AWK_REGEX_AFTER_WORDS
+    if kind == "condition":
+        return True
     if kind in ("number", "string", "regex"):
         return False
     return text not in (")", "]")

@@ -39,7 +39,9 @@ GIT_CHANGES = [
 ALLOW = [
     "git", *(f"git {sub}" for sub in GIT_CHANGES), "find", "sed", "awk", "gawk", "mawk",
     "nawk", "sort", "tar", "rsync", "make", "npm", "npx", "cargo", "go", "python", "python3",
-    "python3.12", "pytest", "py.test", "pytest-3", "ls", "cat", "echo",
+    "python3.12", "pytest", "py.test", "pytest-3", "ls", "cat", "echo", "/usr/bin/env",
+    "/usr/bin/timeout", "/bin/sh", "stdbuf", "setsid", "watch", "strace", "flock",
+    "/usr/bin/xargs",
 ]  # fmt: skip
 
 
@@ -291,6 +293,7 @@ OTHER_WRITING = [
     "awk '{ print 1 >= 2 }' a.txt", "awk '/\"/ { print > \"out\" } /\"/' a.txt",
     "awk '{ x = length / 2 }' a.txt", "awk '{ x++ / 2 }' a.txt", "awk '{ print $ /x/ }' a.txt",
     "awk '/[/]/ { print }' a.txt", "awk 'BEGIN { printf(\"x\") > \"out\" }'",
+    "gawk 'BEGIN { if (1) /\"/ ; print 1 > \"out\" ; /\"/ }'",
     "awk '{ print > \"out\"; }' a.txt", "awk 'END { close(x); print > \"out\" }' a.txt",
     "awk -F: '{ print > $1 }' a.txt", "awk *", "awk '\u00e9'", "awk 'BEGIN { `pwn` }'",
     "gawk -S '{ print > \"out\" }' a.txt", "gawk --sandbox -f x.awk",
@@ -367,6 +370,10 @@ OTHER_WRITING = [
     # pytest
     "pytest --basetemp /tmp/x", "pytest -pevil", "pytest -p evil.plugin", "pytest *",
     "py.test --junitxml=x", "pytest-3 -c x", "pytest -k x --debug", "pytest --co -o x=y",
+    # programs that run their arguments, named by a path or not unwrapped by the shell reader
+    "/usr/bin/env git diff --output=x", "/usr/bin/timeout 5 sort -o x a.txt",
+    "/bin/sh -c 'git diff --output=x'", "stdbuf -oL sort -o x a.txt", "setsid pwn",
+    "watch pwn", "strace -o x ls", "flock x pwn", "/usr/bin/xargs -I X sh -c X",
 ]  # fmt: skip
 
 # Changes of the work tree or repository: under the prefix `git` they ask, since the prefix
@@ -725,6 +732,11 @@ def test_the_awk_reader() -> None:
     assert not awk_program_ok('{ print $1,\n $2 > "out" }')  # a print goes on after `,`
     assert not awk_program_ok('/"/ { print > "f" } /"/')  # a regex holding a quote
     assert not awk_program_ok("{ x = length / 2 }")  # the awks may read `/` differently
+    # after an if/while/for condition a statement starts: `/"/` is a regex there (gawk)
+    assert not awk_program_ok('BEGIN { if (1) /"/ ; print 1 > "f" ; /"/ }')
+    assert not awk_program_ok('{ while ($1) /"/ ; print > "f" ; /"/ }')
+    assert awk_program_ok("{ print ($1 + $2) / 2 }")
+    assert awk_program_ok("{ if (NR % 2) print }")
 
 
 # Fragments the fuzzers below put together: harmless pieces and the ones that write or run.
@@ -738,7 +750,8 @@ AWK_FRAGMENTS = [
     "{", "}", "(", ")", ";", "\n", " ", "print", "printf", "$1", "x", "1", '"a"', '"f"',
     "/a/", "/", ">", ">>", "<", "|", "||", "&&", "system", "getline", "(\"x\")", "@f",
     "BEGIN", "END", "if", "length", "++", "--", "=", "==", ",", "#", "\\\n", "close",
-    "$", "!", "?", ":", "in", "a[1]", "-", '"/"', "/\"/", "[", "]", "|&",
+    "$", "!", "?", ":", "in", "a[1]", "-", '"/"', "/\"/", "[", "]", "|&", "if (1)",
+    "while (x)", 'print 1 > "f"',
 ]  # fmt: skip
 FUZZ = settings(
     max_examples=300, derandomize=True, deadline=None, database=None,
@@ -809,6 +822,11 @@ ATTACKS = {
         "awk 'BEGIN { system(\"pwn\") }'", "awk '{ print | \"pwn\" }' a.txt",
         "awk 'BEGIN { \"pwn\" | getline x }'", "awk '{ print 1,\n2 > \"out\" }' a.txt",
     ],
+    "gawk": [
+        "gawk 'BEGIN { if (1) /\"/ ; print 1 > \"out\" ; /\"/ }'",
+        "gawk 'BEGIN { f = \"system\"; @f(\"pwn\") }'",
+        "gawk -l readfile 'BEGIN { print 1 > \"out\" }'",
+    ],
     "sort": [
         "sort -o out a.txt", "sort -uo out a.txt", "sort --output=out a.txt",
         "sort --out=out a.txt", "sort --o=out a.txt", "sort a.txt -o out", "sort -oout a.txt",
@@ -847,7 +865,7 @@ SCRATCH_FILES = {
     # writes the file its argument names: a script's arguments steer what it does
     "script.py": "import sys\nif sys.argv[1:]:\n    open(sys.argv[1], 'w')\n",
 }
-REAL_PROGRAMS = ["git", "find", "sed", "awk", "sort", "tar", "make", "python3"]
+REAL_PROGRAMS = ["git", "find", "sed", "awk", "gawk", "sort", "tar", "make", "python3"]
 # What the lines above need besides themselves (wrappers and helpers they start).
 HELPERS = ["sh", "bash", "env", "cat", "ls", "gzip", "mawk", "gawk", "nawk"]
 
