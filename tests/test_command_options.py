@@ -867,7 +867,7 @@ SCRATCH_FILES = {
 }
 REAL_PROGRAMS = ["git", "find", "sed", "awk", "gawk", "sort", "tar", "make", "python3"]
 # What the lines above need besides themselves (wrappers and helpers they start).
-HELPERS = ["sh", "bash", "env", "cat", "ls", "gzip", "mawk", "gawk", "nawk"]
+HELPERS = ["sh", "bash", "env", "cat", "ls", "gzip", "mawk", "nawk"]
 
 
 class RealLab:
