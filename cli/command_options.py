@@ -15,8 +15,8 @@ allows, and why (the project-code ones run that code by design):
   w/W/r/R/e, no `s///w` or `s///e`); `-i`, `-f FILE` (a script not on the line) ask.
 - awk (gawk, mawk, nawk): `-F`, `-v`, and a program that passes cli/command_scripts.py;
   `-f`, `-e`, `-i`, `-l`, `-o`, `-p`, `-d`, `-W` ask.
-- sort: every option but `-o/--output`, `-T/--temporary-directory`,
-  `--compress-program`, `--random-source`, `--files0-from`.
+- sort: its ordering, key, check and merge options; `-o/--output`,
+  `-T/--temporary-directory`, `--compress-program` and anything unlisted ask.
 - tar: listing (`-t`), comparing (`-d`) and extracting to standard output (`-xO`), with
   `-f ARCHIVE` (no `host:` archive), `-v` and the decompression switches; creating,
   extracting to disk, `--to-command`, `-I/--use-compress-program`, `--checkpoint-action`,
@@ -306,8 +306,9 @@ def _operand_without(char: str) -> Operand:
 
 # -- make, npm, npx ---------------------------------------------------------------------------
 
+# Not -d: BSD make's `-d F/path` writes its debug output to a file.
 _MAKE = Options(
-    flags="ksnqBwirRdpLS",
+    flags="ksnqBwirRpLS",
     attached="jlO",
     long_flags=names(
         "keep-going silent quiet dry-run just-print recon question always-make "
