@@ -22,10 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-# Stands in for text only known when the shell runs (a glob, `~`, what xargs appends): a
-# word holding it never equals a literal word of an allow prefix. (cli.commands reads it
-# from here: the shell reader uses these readers.)
-UNKNOWN = "\x00"
+from cli.commands import UNKNOWN
 
 
 def names(text: str) -> frozenset[str]:

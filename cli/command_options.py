@@ -59,7 +59,6 @@ import re
 from collections.abc import Callable
 
 from cli.argv import (
-    UNKNOWN,
     GoFlags,
     Operand,
     Options,
@@ -73,6 +72,7 @@ from cli.argv import (
 )
 from cli.command_git import read_git
 from cli.command_scripts import awk_program_ok, sed_script_ok
+from cli.commands import UNKNOWN
 
 
 def needed_prefix(words: list[str]) -> int:

@@ -42,8 +42,9 @@ import shlex
 import string
 from collections.abc import Callable
 
-from cli.argv import UNKNOWN
-from cli.command_options import needed_prefix
+# Stands in for text only known when the shell runs (a glob, `~`, what xargs appends): a
+# word holding it never equals a literal word of an allow prefix.
+UNKNOWN = "\x00"
 
 _SAFE = frozenset(string.ascii_letters + string.digits + "_./:=@%+,-")
 _GLOB = frozenset("*?[]")
@@ -357,5 +358,9 @@ def matches_allow(command: str, prefixes: list[str]) -> bool:
 
 
 def _allowed(words: list[str], allowed: list[list[str]]) -> bool:
+    # Imported at first use, like the policy's other matchers: a run that never calls
+    # run_command does not pay for the option tables at start.
+    from cli.command_options import needed_prefix
+
     needed = needed_prefix(words)
     return any(len(a) >= needed and words[: len(a)] == a for a in allowed)
