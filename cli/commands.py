@@ -27,6 +27,12 @@ Wrappers are unwrapped to the command they run: `env CMD` (no options or assignm
 `sh`/`bash`/`dash -c 'LINE'`, LINE read by these same rules. `sudo`, `su`, `doas` and other
 shells ask. A substring deny list is no security boundary (see README "Safety"); this is
 only about what may skip a question.
+
+A prefix then allows a command only up to the options that write a file or start another
+program: for git, find, sed, awk, sort, tar, rsync, make, npm, npx, cargo, go, python and
+pytest the prefix must spell those out (cli/command_options.py), unwrapped commands
+included (`timeout 5 git diff --output=x`, `xargs git diff` whose appended words may be
+options).
 """
 
 from __future__ import annotations
@@ -341,9 +347,20 @@ def _prefix_words(prefix: str) -> list[str]:
 
 def matches_allow(command: str, prefixes: list[str]) -> bool:
     """True when every simple command starts with one of `prefixes`, word by word
-    (`git status` allows `git status -s`, not `git statusx` nor `git push`)."""
+    (`git status` allows `git status -s`, not `git statusx` nor `git push`), and the prefix
+    spells out every word that makes it write a file or start a program (cli/
+    command_options.py: `git diff` does not allow `git diff --output=FILE`)."""
     allowed = [words for words in map(_prefix_words, prefixes) if words]
     commands = simple_commands(command) if allowed else None
     if not commands:
         return False
-    return all(any(words[: len(a)] == a for a in allowed) for words in commands)
+    return all(_allowed(words, allowed) for words in commands)
+
+
+def _allowed(words: list[str], allowed: list[list[str]]) -> bool:
+    # Imported at first use, like the policy's other matchers: a run that never calls
+    # run_command does not pay for the option tables at start.
+    from cli.command_options import needed_prefix
+
+    needed = needed_prefix(words)
+    return any(len(a) >= needed and words[: len(a)] == a for a in allowed)

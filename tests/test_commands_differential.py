@@ -33,7 +33,10 @@ SHELLS = (("/bin/sh", "-c"), (BASH or "bash", "-c"))
 # How dash and bash report a line they cannot parse (not `test: syntax error`, a builtin's).
 SHELL_SYNTAX_ERROR = re.compile(r"Syntax error|syntax error near|unexpected (EOF|end of file)")
 
-ALLOW = ["ls", "cat", "wc -l", "git status", "grep", "echo", "printf", "test", "env"]
+ALLOW = [
+    "ls", "cat", "wc -l", "git status", "git diff", "sort", "grep", "echo", "printf", "test",
+    "env",
+]  # fmt: skip
 ALLOWED = [prefix.split() for prefix in ALLOW]
 
 # Stand-ins that log their argv and exit 0: every command name the corpus uses.
@@ -107,6 +110,17 @@ BENIGN = [
     "printf '%s\\n' a b",
     "test -f a.txt && cat a.txt",
     "git status\n\ngit status --short\n",
+    # options the allow prefixes read (cli/command_options.py), however the shell spells them
+    "git status '-s'",
+    "git status -'s' --porcelain=v2",
+    "git diff --stat -- '*'",
+    "'git' diff --name-only",
+    "sort -u a.txt",
+    "sort -k 2 -t , a.txt b.txt",
+    "sort '-r''n' a.txt",
+    "ls | xargs git status --",
+    "timeout 5 sort -u a.txt",
+    "sh -c 'git diff --stat'",
 ]
 
 # Lines the matcher must refuse, and that run something outside ALLOW in at least one shell.
@@ -277,6 +291,20 @@ TRICKY = [
     "%1",
     "ls --",
     "ls -",
+    # writing options, spelled through quotes: refused, or if allowed the shells agree
+    "sort -o x a.txt",
+    "sort -'o' x a.txt",
+    "sort '-o'x a.txt",
+    "sort -u''o x a.txt",
+    "so''rt --out''put=x a.txt",
+    "git diff --out''put=x",
+    "git diff '--output'=x",
+    "git 'diff' -- --output=x",
+    "git status *",
+    "ls | xargs sort",
+    "ls | xargs git diff",
+    "sort -- -o x",
+    "sh -c 'sort -o x a.txt'",
 ]
 
 FIXED_LINES = BENIGN + DANGEROUS + TRICKY
