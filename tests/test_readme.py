@@ -9,6 +9,7 @@ import tests.test_paths_adversarial as paths
 from cli.sandbox import KINDS
 from tests.conftest import REPO
 from tests.test_bypass_corpus import BYPASS_CORPUS
+from tests.test_command_options import OPTION_LINES
 from tests.test_commands_differential import FIXED_LINES, GENERATED_EXAMPLES
 from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
 from tests.test_hostile import FAULTS
@@ -56,3 +57,4 @@ def test_safety_figures_are_what_the_tests_run() -> None:
     assert figure("audit redaction forms") == len(REDACTION_CORPUS)
     assert figure("matcher lines tried differentially") == len(FIXED_LINES) + GENERATED_EXAMPLES
     assert figure("execution surfaces") == len(SURFACE_PATHS)
+    assert figure("writing or running options of allowed programs") == len(OPTION_LINES)
