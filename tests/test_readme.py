@@ -12,10 +12,12 @@ from tests.test_bypass_corpus import BYPASS_CORPUS
 from tests.test_command_options import OPTION_LINES
 from tests.test_commands_differential import FIXED_LINES, GENERATED_EXAMPLES
 from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
+from tests.test_dot_entries import GENERATED_HOME, GENERATED_PROJECT
 from tests.test_hostile import FAULTS
 from tests.test_path_classes import SECRET_PATHS, SURFACE_PATHS
 from tests.test_properties import LOOP_EXAMPLES, SPLIT_EXAMPLES
 from tests.test_redaction import REDACTION_CORPUS
+from tests.test_sandbox_view import CREDENTIALS, PLACES, ROUTES, SOCKETS
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 RESOLVERS = 2  # openat2 and the O_NOFOLLOW walk: the adversarial tests run both
@@ -58,3 +60,7 @@ def test_safety_figures_are_what_the_tests_run() -> None:
     assert figure("matcher lines tried differentially") == len(FIXED_LINES) + GENERATED_EXAMPLES
     assert figure("execution surfaces") == len(SURFACE_PATHS)
     assert figure("writing or running options of allowed programs") == len(OPTION_LINES)
+    assert figure("dot-paths no list names") == len(GENERATED_HOME) + len(GENERATED_PROJECT)
+    assert figure("credential names × places") == len(CREDENTIALS) * len(PLACES) * len(KINDS)
+    assert figure("Unix sockets outside the allowed dirs") == len(SOCKETS) * len(KINDS)
+    assert figure("routes to memory") == len(ROUTES) * len(KINDS)
