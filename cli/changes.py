@@ -650,6 +650,15 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "kept": _NUMBER + _NONE,
 }
 _REQUIRED = ("id", "tool", "action", "path")
+_JSON_KINDS = {
+    bool: "true or false",
+    int: "a number",
+    float: "a number",
+    str: "text",
+    list: "a list",
+    dict: "an object",
+    type(None): "null",
+}
 
 
 class _BadLine(ValueError):
@@ -669,7 +678,7 @@ def _change(data: dict[str, Any]) -> Change:
             raise _BadLine(f"a record without {key}")
     for key, value in fields.items():
         if isinstance(value, bool) or not isinstance(value, _FIELD_TYPES[key]):
-            raise _BadLine(f"its {key} is a {type(value).__name__}, not what this store writes")
+            raise _BadLine(f"its {key} is {_JSON_KINDS.get(type(value), 'odd')}")
         if isinstance(value, int) and not 0 <= value <= (0o7777 if key == "mode" else 2**62):
             raise _BadLine(f"its {key} is out of range")
     if fields["action"] not in INVERSE:

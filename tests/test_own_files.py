@@ -155,7 +155,7 @@ def journal_with(home: Path, *lines: str | bytes) -> Path:
         ("[1, 2, 3]", "not a record (a JSON object)"),
         (
             json.dumps({"id": 2, "tool": "write_file", "action": "create", "path": ["/etc"]}),
-            "its path is a list, not what this store writes",
+            "its path is a list; it is not as this agent writes it",
         ),
         (json.dumps({"id": 2, "tool": "t", "action": "explode", "path": "/x"}), "its action"),
         (json.dumps({"evict": "all"}), "evict is not a change's id"),
@@ -221,6 +221,15 @@ def test_a_hostile_pending_marker_is_passed_over(home: Path, tmp_path: Path) -> 
     huge(pending / "999999996-huge", MAX_NOTE_BYTES + 1)
     assert ChangeStore(home / STATE / "changes").clean_stale() == 0
     assert not list(pending.iterdir())  # the markers of dead processes are gone all the same
+
+
+def test_every_field_of_a_change_is_read_back_with_its_type_checked() -> None:
+    # A field of Change the reader does not know would be dropped from every record read.
+    from dataclasses import fields
+
+    from cli.changes import _FIELD_TYPES
+
+    assert set(_FIELD_TYPES) == {f.name for f in fields(Change)} - {"evicted"}
 
 
 def test_a_record_after_a_torn_journal_line_is_kept(home: Path) -> None:
