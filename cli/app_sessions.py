@@ -25,7 +25,11 @@ def sessions_list(
     ctx: typer.Context,
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print a JSON list: name, kind, last_used, turns, model, cwd."),
+        typer.Option(
+            "--json",
+            help="Print a JSON list: name, kind, last_used, turns, model, cwd (all null, and an "
+            "error saying why, for a session that cannot be read).",
+        ),
     ] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
