@@ -211,8 +211,9 @@ class Agent:
 
     def mcp_tools(self) -> list[str]:
         """The MCP servers' tools as they are now (listed again where a server said they
-        changed); the first time, after waiting for the servers to start, the lines saying
-        which could not be used."""
+        changed); the lines to tell the user: the first time, after waiting for the servers
+        to start, which could not be used; each time, what is new about their tools (a name
+        listed twice)."""
         if self.mcp is None:
             return []
         said: list[str] = []
@@ -220,10 +221,11 @@ class Agent:
             said, self._mcp_waited = self.mcp.wait(), True
         else:
             self.mcp.refresh()
-        offered = self.mcp.offered
-        self.toolbox = {**tools.ALL_TOOLS, **offered}
-        self.policy.mcp_tools = tuple(offered)
-        return said
+        offered = self.mcp.tools
+        self.toolbox = {**tools.ALL_TOOLS, **{name: t.offered for name, t in offered.items()}}
+        # The policy judges each by the name its server listed it by, not by ours.
+        self.policy.mcp_tools = {name: tool.listed for name, tool in offered.items()}
+        return said + self.mcp.notices()
 
     # -- model ----------------------------------------------------------------------------
 
@@ -298,7 +300,8 @@ class Agent:
         while True:
             steps += 1
             if steps > 1 and self.mcp is not None and mode != "off":
-                self.mcp_tools()  # a server's list_changed is heard before the next step
+                for line in self.mcp_tools():  # a list_changed is heard before the next step
+                    yield Notice(line)
                 if self.policy.enabled_tools() != tool_names:
                     tool_names = self.policy.enabled_tools()
                     definitions = [self.toolbox[name].definition() for name in tool_names]

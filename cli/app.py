@@ -326,7 +326,7 @@ def _run(
     *,
     verbose: bool = False,
 ) -> int:
-    from cli.approval import Approver, UnattendedApprover, refuse_without_terminal
+    from cli.approval import Approver, NoOneToAsk, UnattendedApprover
     from cli.policy import Policy
     from cli.ui.trace import LazyConsole
     from cli.wiring import build_agent, load
@@ -347,7 +347,7 @@ def _run(
         )
 
     def approver(_policy: Policy) -> Approver:
-        fallback: Approver = asker or refuse_without_terminal
+        fallback: Approver = asker or NoOneToAsk(config.policy.unattended, yes=yes)
         return UnattendedApprover(config.policy.unattended, fallback) if yes else fallback
 
     agent = build_agent(

@@ -50,12 +50,17 @@ def mcp_list(
         spec = sandbox_spec(loaded, policy, terminal.home)
         servers = start_mcp(choices, loaded, terminal.environ, policy, spec)
         rows: list[dict[str, Any]] = []
+        notices: list[str] = []
         if servers is not None:
             try:
-                servers.wait()
-                rows = servers.status()
+                servers.wait()  # its lines are the rows' errors
+                rows, notices = servers.status(), servers.notices()
             finally:
                 servers.close()
+        if notices:
+            from cli.ui.text import sanitize
+
+            terminal.stderr.write("".join(f"note: {sanitize(n)}\n" for n in notices))
         if as_json:
             terminal.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
         elif not rows:

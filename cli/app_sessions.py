@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:
-    from cli.sessions import SessionStore
+    from cli.sessions import Session, SessionStore, UnreadableSession
 
 sessions_app = typer.Typer(
     name="sessions",
@@ -25,7 +25,11 @@ def sessions_list(
     ctx: typer.Context,
     as_json: Annotated[
         bool,
-        typer.Option("--json", help="Print a JSON list: name, kind, last_used, turns, model, cwd."),
+        typer.Option(
+            "--json",
+            help="Print a JSON list: name, kind, last_used, turns, model, cwd (all null, and an "
+            "error saying why, for a session that cannot be read).",
+        ),
     ] = False,
 ) -> None:
     if ctx.invoked_subcommand is not None:
@@ -35,18 +39,7 @@ def sessions_list(
     with command(ctx) as terminal:
         from cli.ui.text import sanitize
 
-        sessions = _store(terminal.environ).sessions()
-        rows = [
-            {
-                "name": s.name,
-                "kind": s.kind,
-                "last_used": s.saved,
-                "turns": s.turns,
-                "model": s.model,
-                "cwd": s.cwd,
-            }
-            for s in sessions
-        ]
+        rows = [_row(entry) for entry in _store(terminal.environ).listing()]
         if as_json:
             terminal.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
             return
@@ -54,6 +47,12 @@ def sessions_list(
             terminal.stderr.write("no saved sessions yet: `agent chat` saves one per chat\n")
             return
         for row in rows:
+            if "error" in row:
+                terminal.stdout.write(
+                    f"{sanitize(str(row['name'])):<24} unreadable: {sanitize(str(row['error']))}"
+                    f" (agent sessions rm {sanitize(str(row['name']))} removes it)\n"
+                )
+                continue
             when = str(row["last_used"]).replace("T", " ").removesuffix("+00:00")
             terminal.stdout.write(
                 f"{sanitize(str(row['name'])):<24} {row['kind']:<4} {when} UTC  "
@@ -72,6 +71,24 @@ def sessions_rm(
     with command(ctx) as terminal:
         path = _store(terminal.environ).remove(name)
         terminal.stderr.write(f"removed {path}\n")
+
+
+def _row(entry: Session | UnreadableSession) -> dict[str, Any]:
+    """One session as `--json` lists it; one that cannot be read has every field null and an
+    `error` saying why (the readable ones have no `error`)."""
+    from cli.sessions import UnreadableSession
+
+    if isinstance(entry, UnreadableSession):
+        empty = dict.fromkeys(("kind", "last_used", "turns", "model", "cwd"))
+        return {"name": entry.name, **empty, "error": entry.reason}
+    return {
+        "name": entry.name,
+        "kind": entry.kind,
+        "last_used": entry.saved,
+        "turns": entry.turns,
+        "model": entry.model,
+        "cwd": entry.cwd,
+    }
 
 
 def _store(environ: Mapping[str, str]) -> SessionStore:

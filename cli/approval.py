@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cli.backends.messages import ToolCall
-from cli.config import MCP_PREFIX
-from cli.policy import Decision
+from cli.config import is_mcp_name
+from cli.policy import Decision, mcp_rule, shorten_name
 
 
 @dataclass(frozen=True)
@@ -31,24 +30,57 @@ class Approver(Protocol):
     def __call__(self, request: ApprovalRequest) -> Approval: ...
 
 
-def refuse_without_terminal(request: ApprovalRequest) -> Approval:
-    """No terminal to ask on: every ask is a no. What only a person may approve says so, and
-    why (the model reads it): neither --yes nor the policy would let it run."""
-    decision = request.decision
-    if decision.needs_human:
-        why = "; ".join((decision.reason, *decision.warnings))
-        return Approval(
-            False,
-            by="",
-            reason="needs a person's confirmation, and no one can be asked (not run from a "
-            f"terminal; --yes does not cover it): {why}",
+def covered(unattended: Collection[str], request: ApprovalRequest) -> bool:
+    """Does policy.unattended list this call's tool: by name, or an MCP tool by its name or
+    a `*` pattern there (`mcp__time__*`), judged as the policy judges it, by the name its
+    server listed it by (never only by the name the model was offered)?"""
+    name = request.decision.mcp_name or request.call.name
+    if not is_mcp_name(name):
+        return name in unattended
+    return mcp_rule(unattended, name) is not None
+
+
+class NoOneToAsk:
+    """No terminal to ask on: every ask is a no. The model (and the trace) reads why, and
+    what would let the call run in a run like this one: under --yes (`yes`), what
+    policy.unattended does not cover, never "run with --yes"; without it, --yes only where
+    policy.unattended would then approve the call."""
+
+    def __init__(self, unattended: Collection[str] = (), *, yes: bool = False) -> None:
+        self.unattended = frozenset(unattended)
+        self.yes = yes
+
+    def __call__(self, request: ApprovalRequest) -> Approval:
+        return Approval(False, by="", reason=self.reason(request))
+
+    def reason(self, request: ApprovalRequest) -> str:
+        decision = request.decision
+        name = decision.mcp_name or request.call.name
+        if decision.needs_human:
+            why = "; ".join((decision.reason, *decision.warnings))
+            cover = "policy.unattended never covers it" if self.yes else "--yes does not cover it"
+            return (
+                "needs a person's confirmation, and no one can be asked (not run from a "
+                f"terminal; {cover}): {why}"
+            )
+        asked = "needs a confirmation, and no one can be asked (not run from a terminal); "
+        if decision.outside_allowed:
+            never = "policy.unattended" if self.yes else "--yes"
+            return (
+                f"{asked}{never} never covers a path outside the allowed directories: add its "
+                "directory to policy.allowed_dirs"
+            )
+        if self.yes:
+            return (
+                f"{asked}policy.unattended does not list {shorten_name(name)}: add it there, or "
+                "allow it in policy.tools"
+            )
+        if covered(self.unattended, request):
+            return f"{asked}allow it in the policy or run with --yes"
+        return (
+            f"{asked}allow it in policy.tools, or add {shorten_name(name)} to policy.unattended "
+            "and run with --yes"
         )
-    return Approval(
-        False,
-        by="",
-        reason="needs a confirmation, and no one can be asked (not run from a terminal); "
-        "allow it in the policy or run with --yes",
-    )
 
 
 class UnattendedApprover:
@@ -62,15 +94,6 @@ class UnattendedApprover:
         self.fallback = fallback
 
     def __call__(self, request: ApprovalRequest) -> Approval:
-        if self._listed(request.call.name) and request.decision.standing_yes_ok:
+        if covered(self.unattended, request) and request.decision.standing_yes_ok:
             return Approval(True, by="--yes")
         return self.fallback(request)
-
-    def _listed(self, name: str) -> bool:
-        """In policy.unattended: by name, or for an MCP tool by a `*` pattern there
-        (`mcp__time__*`); an MCP tool is never covered otherwise."""
-        if name in self.unattended:
-            return True
-        return name.startswith(MCP_PREFIX) and any(
-            p.startswith(MCP_PREFIX) and fnmatch.fnmatchcase(name, p) for p in self.unattended
-        )

@@ -29,8 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cli import outcomes
-from cli.backends.messages import ToolCall
+from cli import outcomes, stored
+from cli.backends.messages import JSONTooDeep, ToolCall, loads_json
 from cli.config import MCP_PREFIX, state_dir
 from cli.events import Event, Notice, ToolCallProposed, ToolDecided, ToolResult
 from cli.outcomes import Outcome
@@ -46,7 +46,10 @@ MAX_ERROR = 200
 # Kept in the record however long they are (up to MAX_KEPT): what a reader of the log needs
 # to know what was touched or run. Secrets inside them are still redacted.
 _KEPT = frozenset({"path", "cwd", "command"})
-_SUMMARISED = frozenset({"content"})
+# File contents in our tools' arguments, kept as size and sha256 only, however short (README
+# promises contents stay out of the log): what write_file writes, and the text edit_file
+# finds and puts in its place. A search's query is not content: it is kept as a command is.
+_SUMMARISED = frozenset({"content", "old_string", "new_string"})
 
 # -- redaction -------------------------------------------------------------------------------
 #
@@ -541,7 +544,7 @@ def append_record(path: Path, fields: Mapping[str, Any]) -> dict[str, Any]:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
         last, complete = _last_line(fd)
-        record = {**fields, "prev": GENESIS if last is None else _sha256(last)}
+        record = {**fields, "prev": GENESIS if last is None else last}
         record["hash"] = _sha256(canonical(record).encode("ascii"))
         line = json.dumps(record, separators=(",", ":"), ensure_ascii=True) + "\n"
         # A line cut short by a crash stays broken (verify reports it); ours starts afresh.
@@ -553,25 +556,31 @@ def append_record(path: Path, fields: Mapping[str, Any]) -> dict[str, Any]:
         os.close(fd)
 
 
-def _last_line(fd: int) -> tuple[bytes | None, bool]:
-    """The last line's bytes without its newline (None for an empty file), and whether the
-    file ends with a newline."""
+def _last_line(fd: int) -> tuple[str | None, bool]:
+    """The sha256 of the last line without its newline (None for an empty file), and whether
+    the file ends with a newline. The line is found from the end and hashed in pieces, never
+    held whole: a log someone gave a last line of a gigabyte costs time, not memory."""
     size = os.fstat(fd).st_size
     if size == 0:
         return None, True
     complete = os.pread(fd, 1, size - 1) == b"\n"
-    pieces: list[bytes] = []
-    position = size - 1 if complete else size
-    while position > 0:
-        step = min(65536, position)
-        position -= step
-        block = os.pread(fd, step, position)
-        newline = block.rfind(b"\n")
+    end = size - 1 if complete else size
+    start = end
+    while start > 0:
+        step = min(65536, start)
+        newline = os.pread(fd, step, start - step).rfind(b"\n")
         if newline >= 0:
-            pieces.append(block[newline + 1 :])
+            start -= step - newline - 1
             break
-        pieces.append(block)
-    return b"".join(reversed(pieces)), complete
+        start -= step
+    digest = hashlib.sha256()
+    while start < end:
+        piece = os.pread(fd, min(1 << 20, end - start), start)
+        if not piece:
+            break
+        digest.update(piece)
+        start += len(piece)
+    return digest.hexdigest(), complete
 
 
 def _iso(timestamp: float) -> str:
@@ -629,8 +638,11 @@ def verify(path: Path) -> ChainCheck:
     previous: bytes | None = None
     number = 0
     try:
-        with open(path, "rb") as lines:
-            for number, raw in enumerate(lines, 1):
+        with open(path, "rb") as file:
+            for number, raw in enumerate(stored.lines(file), 1):
+                if raw is None:
+                    cap = stored.size_text(stored.MAX_RECORD_BYTES)
+                    return ChainCheck(number - 1, number, f"longer than {cap}: not a record")
                 if not raw.endswith(b"\n"):
                     return ChainCheck(number - 1, number, "the last line is cut short (truncated?)")
                 line = raw[:-1]
@@ -645,7 +657,9 @@ def verify(path: Path) -> ChainCheck:
 
 def _check(line: bytes, previous: bytes | None, number: int) -> str | None:
     try:
-        record = json.loads(line)
+        record = loads_json(line, stored.MAX_STORED_DEPTH)
+    except JSONTooDeep:
+        return f"nested deeper than {stored.MAX_STORED_DEPTH} levels: not a record (edited?)"
     except ValueError:
         return "not a JSON record (edited or cut short?)"
     if not isinstance(record, dict) or not all(
@@ -666,11 +680,11 @@ def tail(path: Path, count: int) -> list[tuple[int, dict[str, Any] | None]]:
     """The last `count` lines as (line number, record), None for a line that is not one.
     Raises OSError if the file cannot be read."""
     last: deque[tuple[int, dict[str, Any] | None]] = deque(maxlen=count)
-    with open(path, "rb") as lines:
-        for number, raw in enumerate(lines, 1):
+    with open(path, "rb") as file:
+        for number, raw in enumerate(stored.lines(file), 1):
             try:
-                record = json.loads(raw)
-            except ValueError:
+                record = None if raw is None else stored.parse_json(raw)
+            except stored.Unreadable:  # too deep, or not JSON: verify says which
                 record = None
             last.append((number, record if isinstance(record, dict) else None))
     return list(last)

@@ -37,6 +37,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from cli.backends.messages import JSONTooDeep, loads_json
+from cli.errors import StateCorrupt
+from cli.stored import (
+    MAX_JOURNAL_BYTES,
+    MAX_NOTE_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_STORED_DEPTH,
+    parse_json,
+    read_capped,
+    size_text,
+)
+
 Action = Literal["create", "overwrite", "delete", "mkdir", "restore", "rmdir", "move"]
 # What undoing each action does, and so what the undo is recorded as.
 INVERSE: dict[str, Action] = {
@@ -211,8 +223,8 @@ class ChangeStore:
             pid = marker.name.split("-", 1)[0]
             if not pid.isdigit() or _alive(int(pid)):
                 continue
-            with contextlib.suppress(OSError, ValueError):
-                note = json.loads(marker.read_text(encoding="utf-8"))
+            with contextlib.suppress(OSError, ValueError, TypeError, LookupError):
+                note = parse_json(read_capped(marker, MAX_NOTE_BYTES))
                 temp = str(note["temp"])
                 # Only our own temp names, and only as a plain name in that directory.
                 if temp.startswith(TEMP_PREFIX) and "/" not in temp:
@@ -278,17 +290,31 @@ class ChangeStore:
             return _Index((0, 0))
         try:
             info = os.fstat(fd)
+            if info.st_size > MAX_JOURNAL_BYTES:
+                raise StateCorrupt(
+                    f"the change journal {self.journal} is larger than "
+                    f"{size_text(MAX_JOURNAL_BYTES)}: move it away to start a new history "
+                    "(the changes in it can then no longer be undone)"
+                )
             key = (info.st_dev, info.st_ino)
             index = self._index
             if index is None or index.key != key or info.st_size < index.offset:
                 index = (self._summary(fd, info) if not complete else None) or _Index(key)
             elif complete and not index.complete:
                 index = _Index(key)
-            appended = os.pread(fd, max(info.st_size - index.offset, 0), index.offset)
-            if not self._parse_appended(index, appended):
-                # A line about a change before the summary's offset: read it all.
-                index = _Index(key)
-                self._parse_appended(index, os.pread(fd, info.st_size, 0))
+            try:
+                appended = os.pread(fd, max(info.st_size - index.offset, 0), index.offset)
+                if not self._parse_appended(index, appended):
+                    # A line about a change before the summary's offset: read it all.
+                    index = _Index(key)
+                    self._parse_appended(index, os.pread(fd, info.st_size, 0))
+            except _BadLine as bad:
+                line = os.pread(fd, bad.offset, 0).count(b"\n") + 1
+                raise StateCorrupt(
+                    f"the change journal {self.journal}, line {line}: {bad}; it is not as this "
+                    "agent writes it: remove that line, or move the file away to start a new "
+                    "history"
+                ) from None
         finally:
             os.close(fd)
         self._index = index
@@ -296,47 +322,66 @@ class ChangeStore:
 
     def _parse_appended(self, index: _Index, appended: bytes) -> bool:
         end = appended.rfind(b"\n") + 1  # a torn last line (a crash mid-append) waits
-        for line in appended[:end].splitlines():
-            if not self._parse_into(index, line):
-                return False
+        start = 0
+        while start < end:
+            stop = appended.index(b"\n", start)
+            try:
+                if not self._parse_into(index, appended[start:stop]):
+                    return False
+            except _BadLine as bad:
+                bad.offset = index.offset + start
+                raise
+            start = stop + 1
         index.offset += end
         return True
 
     def _parse_into(self, index: _Index, line: bytes) -> bool:
-        """Apply one journal line; False if it needs what a partial index does not have."""
+        """Apply one journal line; False if it needs what a partial index does not have.
+        The journal is ours, but it is read as untrusted (a sandbox that cannot hide it may
+        let a command rewrite it): a line that is JSON but not a record this store writes
+        raises _BadLine; one that is not JSON was torn by a crash and is passed over."""
+        if len(line) > MAX_RECORD_BYTES:
+            raise _BadLine(f"a line longer than {size_text(MAX_RECORD_BYTES)}")
+        if not line.strip():
+            return True
         try:
-            data = json.loads(line)
+            data = loads_json(line, MAX_STORED_DEPTH)
+        except JSONTooDeep:
+            raise _BadLine(f"nested deeper than {MAX_STORED_DEPTH} levels") from None
         except ValueError:
+            if not line.startswith(b"{"):  # a torn line is the start of one of ours
+                raise _BadLine("not a record (not JSON)") from None
             return True  # a line torn by a crash and appended to since: it never completed
         if not isinstance(data, dict):
-            return True
+            raise _BadLine("not a record (a JSON object)")
         if data.get("evict") is not None:
-            with contextlib.suppress(TypeError, ValueError):
-                old = index.changes.get(int(data["evict"]))
-                if old is None:
-                    return index.complete
-                if not old.evicted:
-                    index.forget(old, self._kept(old), self._protected(old))
-                    index.changes[old.id] = replace(old, evicted=True)
-            return True
-        with contextlib.suppress(TypeError, ValueError):
-            change = Change(**{k: v for k, v in data.items() if k in _FIELDS})
-            old = index.changes.get(change.id)
-            if old is None and not index.complete and change.id <= index.last_id:
-                return False
-            if old is not None and old.backup and not old.evicted:
+            number = data["evict"]
+            if not isinstance(number, int) or isinstance(number, bool):
+                raise _BadLine("evict is not a change's id")
+            old = index.changes.get(number)
+            if old is None:
+                return index.complete
+            if not old.evicted:
                 index.forget(old, self._kept(old), self._protected(old))
-            if index.changes and change.id < next(reversed(index.changes)) and old is None:
-                index.changes[change.id] = change  # out of order (a hand-edited journal)
-                index.changes = dict(sorted(index.changes.items()))
-            else:
-                index.changes[change.id] = change
-            index.last_id = max(index.last_id, change.id)
-            if change.backup and not change.evicted:
-                kept = self._kept(change)
-                index.total += kept
-                if self._protected(change):
-                    index.own += kept
+                index.changes[old.id] = replace(old, evicted=True)
+            return True
+        change = _change(data)
+        old = index.changes.get(change.id)
+        if old is None and not index.complete and change.id <= index.last_id:
+            return False
+        if old is not None and old.backup and not old.evicted:
+            index.forget(old, self._kept(old), self._protected(old))
+        if index.changes and change.id < next(reversed(index.changes)) and old is None:
+            index.changes[change.id] = change  # out of order (a hand-edited journal)
+            index.changes = dict(sorted(index.changes.items()))
+        else:
+            index.changes[change.id] = change
+        index.last_id = max(index.last_id, change.id)
+        if change.backup and not change.evicted:
+            kept = self._kept(change)
+            index.total += kept
+            if self._protected(change):
+                index.own += kept
         return True
 
     # -- the summary: journal.index ------------------------------------------------------
@@ -352,7 +397,7 @@ class ChangeStore:
         if not self._fresh:
             return None
         try:
-            data = json.loads(self._summary_path.read_bytes())
+            data = parse_json(read_capped(self._summary_path, MAX_NOTE_BYTES))
             offset, last_id, total = int(data["offset"]), int(data["last_id"]), int(data["total"])
             key = (int(data["device"]), int(data["inode"]))
             tail = str(data["tail"])
@@ -395,11 +440,16 @@ class ChangeStore:
         if isinstance(record, Change):
             data.pop("evicted")
         line = (json.dumps(data, ensure_ascii=True) + "\n").encode("utf-8")
-        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
+            end = os.fstat(fd).st_size
+            if end and os.pread(fd, 1, end - 1) != b"\n":
+                # A line torn by a crash stays torn (and passed over); this record starts a
+                # line of its own instead of completing it into one that is not JSON.
+                line = b"\n" + line
             os.write(fd, line)
             os.fsync(fd)
-            created = os.fstat(fd).st_size == len(line)
+            created = end == 0
         finally:
             os.close(fd)
         if created:  # the journal's first line: its entry in the directory made durable too
@@ -579,7 +629,63 @@ def new_step(kind: str) -> str:
     return f"{kind}-{int(time.time())}-{os.urandom(4).hex()}"
 
 
-_FIELDS = {f for f in Change.__dataclass_fields__ if f != "evicted"}
+_TEXT, _NUMBER, _NONE = (str,), (int,), (type(None),)
+# What each field of a journal record may hold: a Change's fields as record() writes them
+# (`evicted` is never written: an eviction is a record of its own).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "tool": _TEXT,
+    "action": _TEXT,
+    "path": _TEXT,
+    "kind": _TEXT,
+    "size": _NUMBER,
+    "mode": _NUMBER + _NONE,
+    "backup": _TEXT + _NONE,
+    "after": _TEXT + _NONE,
+    "undoes": _NUMBER + _NONE,
+    "origin": _TEXT + _NONE,
+    "id": _NUMBER,
+    "time": _TEXT,
+    "session": _TEXT,
+    "turn": _TEXT,
+    "kept": _NUMBER + _NONE,
+}
+_REQUIRED = ("id", "tool", "action", "path")
+_JSON_KINDS = {
+    bool: "true or false",
+    int: "a number",
+    float: "a number",
+    str: "text",
+    list: "a list",
+    dict: "an object",
+    type(None): "null",
+}
+
+
+class _BadLine(ValueError):
+    """A journal line that is JSON but no record this store writes; `offset`: where it starts
+    in the journal (set by the reader, which turns it into a line number)."""
+
+    offset = 0
+
+
+def _change(data: dict[str, Any]) -> Change:
+    """A journal record as a Change, every field of the type record() writes: anything else
+    raises _BadLine, so that nothing later (history, undo, eviction) meets a field it cannot
+    use."""
+    fields = {k: v for k, v in data.items() if k in _FIELD_TYPES}
+    for key in _REQUIRED:
+        if key not in fields:
+            raise _BadLine(f"a record without {key}")
+    for key, value in fields.items():
+        if isinstance(value, bool) or not isinstance(value, _FIELD_TYPES[key]):
+            raise _BadLine(f"its {key} is {_JSON_KINDS.get(type(value), 'odd')}")
+        if isinstance(value, int) and not 0 <= value <= (0o7777 if key == "mode" else 2**62):
+            raise _BadLine(f"its {key} is out of range")
+    if fields["action"] not in INVERSE:
+        raise _BadLine(f"its action {str(fields['action'])[:40]!r} is not one this store records")
+    return Change(**fields)
+
+
 TEMP_PREFIX = ".metona-tmp."  # as cli.tools.fsops names temp files
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

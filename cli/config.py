@@ -7,6 +7,7 @@ documents each of them; a test checks that the two agree.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -306,8 +307,15 @@ def load_config(path: Path | None) -> Config:
     """Read and check the YAML at `path` (built-in defaults when None)."""
     if path is None:
         return Config()
+    from cli.stored import MAX_CONFIG_BYTES, Unreadable, read_capped
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped(path, MAX_CONFIG_BYTES).decode("utf-8")
+    except Unreadable as exc:
+        raise ConfigError(
+            f"cannot read config {path}: {exc} (a config is a page of settings): check that "
+            "-c names the config file"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config {path}: {exc}") from None
     return parse_config(text, str(path))
@@ -316,20 +324,21 @@ def load_config(path: Path | None) -> Config:
 def parse_config(text: str, source: str) -> Config:
     import yaml
 
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-        lines: dict[tuple[str, ...], int] = {}
-        if node is not None:
-            _index_lines(node, (), lines, source)
-        data = loader.construct_document(node) if node is not None else None
+        loader = _loader_class()(text, source)  # the reader refuses some characters at once
+        try:
+            node = loader.get_single_node()
+            lines: dict[tuple[str, ...], int] = {}
+            if node is not None:
+                _index_lines(node, (), lines, source)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"config {source}{where}: invalid YAML: {problem}") from None
-    finally:
-        loader.dispose()
     if data is None:
         return dataclasses.replace(Config(), source=source)
     builder = _Builder(source, lines)
@@ -337,25 +346,62 @@ def parse_config(text: str, source: str) -> Config:
     return dataclasses.replace(config, source=source, lines=lines)
 
 
+@functools.cache
+def _loader_class() -> type[Any]:
+    """PyYAML's safe loader, refusing while it composes what no config of ours needs and what
+    would make the walk over the result blow up or never end:
+
+    - an alias (`*name`): a "billion laughs" is a few lines of aliases of aliases; composed,
+      it is a few nodes shared many times over, and whatever walks the result (our line
+      index, the checks, `agent config`) walks billions; a self-referencing one never ends.
+      Aliases are refused, not counted: no key of ours needs one, so there is no limit for a
+      smaller bomb to stay under, and the refusal names the line of the first.
+    - nesting deeper than MAX_JSON_DEPTH (the same guard as server JSON): PyYAML composes
+      recursively, so 100,000 `[` would end in a RecursionError; a config is a few levels
+      deep."""
+    import yaml
+
+    from cli.backends.messages import MAX_JSON_DEPTH
+
+    class Loader(yaml.SafeLoader):
+        def __init__(self, text: str, source: str) -> None:
+            super().__init__(text)
+            self.source = source
+            self.depth = 0
+
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+            if self.check_event(yaml.AliasEvent):
+                raise self.refused(
+                    "YAML aliases (*name) are not supported here; write the value out"
+                )
+            if self.depth >= MAX_JSON_DEPTH:
+                raise self.refused(
+                    f"nested deeper than {MAX_JSON_DEPTH} levels; a config is a few levels "
+                    "deep (see config.example.yaml)"
+                )
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def refused(self, why: str) -> ConfigError:
+            event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+            where = f", line {event.start_mark.line + 1}" if event.start_mark else ""
+            return ConfigError(f"config {self.source}{where}: {why}")
+
+    return Loader
+
+
 def _index_lines(
     node: yaml.Node,
     path: tuple[str, ...],
     lines: dict[tuple[str, ...], int],
     source: str,
-    seen_nodes: set[int] | None = None,
 ) -> None:
     """Record the line of every key. Refuse duplicate keys (PyYAML keeps the last one
-    silently, which hides a typo'd second `policy:` block) and aliases (`*name`: a
-    self-referencing one recurses forever, nested ones grow exponentially)."""
-    seen_nodes = set() if seen_nodes is None else seen_nodes
-    if id(node) in seen_nodes:
-        where = ".".join(path) or "(top level)"
-        line = lines.get(path, node.start_mark.line + 1)
-        raise ConfigError(
-            f"config {source}, line {line}: {where}: YAML aliases (*name) are not supported "
-            "here; write the value out"
-        )
-    seen_nodes.add(id(node))
+    silently, which hides a typo'd second `policy:` block). No node is met twice: the loader
+    refused aliases, and nesting past MAX_JSON_DEPTH, while composing."""
     import yaml
 
     lines.setdefault(path, node.start_mark.line + 1)
@@ -378,7 +424,7 @@ def _index_lines(
         children = [(None, item) for item in node.value]
     for child_key, child in children:
         child_path = path if child_key is None else (*path, child_key)
-        _index_lines(child, child_path, lines, source, seen_nodes)
+        _index_lines(child, child_path, lines, source)
 
 
 class _Builder:

@@ -32,6 +32,13 @@ class ConfigError(AgentError):
     exit_code = EXIT_USAGE
 
 
+class StateCorrupt(AgentError):
+    """A file of the agent's own state (the change journal) is not as the agent writes it:
+    edited, cut into or replaced. Exit 1, as `agent audit verify` exits for a broken or
+    unreadable log; a session file that cannot be read stays a UsageError (exit 2), as it
+    always was."""
+
+
 class OllamaError(AgentError):
     """Anything that went wrong talking to the model server."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,6 +42,20 @@ PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
 _CONFINED = WRITE_TOOLS | {"run_command"}
 # These open a file's content, so a file with other names (hard links) must be asked about.
 _CONTENT_TOOLS = frozenset({"read_file", "write_file", "edit_file"})
+_STRICTER = ("allow", "ask", "deny")  # each setting is stricter than the ones before it
+
+
+def mcp_rule(rules: Collection[str], name: str) -> str | None:
+    """Which of `rules` (policy.tools keys, policy.unattended items) speaks for the MCP tool
+    `name` (mcp__<server>__<tool>): `name` itself, else the longest `*` pattern that
+    matches it; None if none does."""
+    if name in rules:
+        return name
+    patterns = [p for p in rules if is_mcp_name(p) and ("*" in p or "?" in p or "[" in p)]
+    for pattern in sorted(patterns, key=len, reverse=True):
+        if fnmatch.fnmatchcase(name, pattern):
+            return pattern
+    return None
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,9 @@ class Decision:
     needs_human: bool = False
     warnings: tuple[str, ...] = ()  # shown in the confirmation
     hint: str = ""  # for the model only, when refused: what it could do instead
+    # An MCP tool: mcp__<server>__<tool> with the tool as its server listed it (the name the
+    # model was offered may be cut, cleaned or made unique): what rules are matched against.
+    mcp_name: str = ""
 
     @property
     def standing_yes_ok(self) -> bool:
@@ -63,6 +80,11 @@ class Decision:
         a path outside the allowed dirs (that would widen what is reachable), never for what
         needs a person."""
         return not self.outside_allowed and not self.needs_human
+
+
+def shorten_name(name: str, limit: int = 120) -> str:
+    """A name a server gave, cut for a message (it may be any length)."""
+    return name if len(name) <= limit else f"{name[: limit - 1]}…"
 
 
 class Policy:
@@ -91,7 +113,9 @@ class Policy:
         execution surfaces (wiring.own_code_dirs)."""
         self.config = config
         self.home = home
-        self.mcp_tools: tuple[str, ...] = ()  # the MCP servers' tools offered now (wiring)
+        # The MCP servers' tools offered now, by our name → mcp__<server>__<tool> with the tool
+        # as its server listed it (Agent.mcp_tools sets it).
+        self.mcp_tools: Mapping[str, str] = {}
         self.cwd = os.path.realpath(cwd)
         self.allowed_dirs = tuple(
             dict.fromkeys(self._real(d) for d in config.allowed_dirs if d.strip())
@@ -161,14 +185,20 @@ class Policy:
         return [t for t in names if self.setting(t) != "deny"]
 
     def _mcp_setting(self, tool: str) -> Action:
-        explicit = self.config.tools.get(tool)
-        if explicit in ("allow", "ask", "deny"):
-            return explicit  # type: ignore[return-value]
-        patterns = [p for p in self.config.tools if "*" in p or "?" in p or "[" in p]
-        for pattern in sorted(patterns, key=len, reverse=True):
-            if is_mcp_name(pattern) and fnmatch.fnmatchcase(tool, pattern):
-                return self.config.tools[pattern]  # type: ignore[return-value]
-        return "ask"
+        """Judged by the name the tool's server listed it by, never only by ours: a rule for
+        `mcp__evil__t` reaches every tool evil lists as `t`, whatever we had to call it. Our
+        name counts only where its rule is stricter (a rule written for a name a card showed
+        still denies; it never lets run what the server's own name would not)."""
+        listed = self.mcp_tools.get(tool, tool)
+        setting = self._mcp_rule_setting(listed)
+        if listed != tool:
+            setting = max(setting, self._mcp_rule_setting(tool), key=_STRICTER.index)
+        return setting
+
+    def _mcp_rule_setting(self, name: str) -> Action:
+        rule = mcp_rule(self.config.tools, name)
+        action = self.config.tools.get(rule) if rule is not None else None
+        return action if action in ("allow", "ask", "deny") else "ask"  # type: ignore[return-value]
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -227,13 +257,22 @@ class Policy:
         """An MCP tool's arguments are the server's business: no path in them is read as
         one (the card says so), only the tool's setting decides."""
         setting = self.setting(tool)
+        listed = self.mcp_tools.get(tool, tool)
+        named = (
+            tool if listed == tool else f"{tool} ({shorten_name(listed)} as its server lists it)"
+        )
         if setting == "deny":
             return Decision(
-                "deny", f"tool '{tool}' is not enabled in this agent's policy", "disabled"
+                "deny",
+                f"tool '{named}' is not enabled in this agent's policy",
+                "disabled",
+                mcp_name=listed,
             )
         if setting == "allow":
-            return Decision("allow", f"policy.tools allows {tool}", "setting")
-        return Decision("ask", "MCP tools are confirmed unless policy.tools allows them", "mcp")
+            return Decision("allow", f"policy.tools allows {named}", "setting", mcp_name=listed)
+        return Decision(
+            "ask", "MCP tools are confirmed unless policy.tools allows them", "mcp", mcp_name=listed
+        )
 
     def is_allowed(self, path: ResolvedPath) -> bool:
         """Inside an allowed dir both where the data is (symlinks resolved) and where the

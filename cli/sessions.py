@@ -18,8 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cli.backends.messages import Message
+from cli.backends.messages import Message, loads_json
 from cli.errors import UsageError
+from cli.stored import MAX_SESSION_BYTES, Unreadable, parse_json, read_capped, size_text
 from cli.tools.fsops import atomic_write
 
 FORMAT_VERSION = 1
@@ -27,6 +28,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 KINDS = ("chat", "run")
+ROLES = ("system", "user", "assistant", "tool")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,14 @@ class Session:
     @property
     def turns(self) -> int:
         return sum(1 for m in self.messages if m.get("role") == "user")
+
+
+@dataclass(frozen=True)
+class UnreadableSession:
+    """A file in the sessions dir that is not a session the agent can use, and why."""
+
+    name: str
+    reason: str
 
 
 class SessionStore:
@@ -74,21 +84,37 @@ class SessionStore:
             "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "messages": messages,
         }
-        self.directory.mkdir(parents=True, exist_ok=True)
         data = json.dumps(record, ensure_ascii=True, indent=1).encode("utf-8")
+        if len(data) > MAX_SESSION_BYTES:  # saved, it could never be loaded again
+            raise UsageError(
+                f"the session is {len(data) // (1024 * 1024)} MB, more than the "
+                f"{size_text(MAX_SESSION_BYTES)} a session file may hold, so it is not saved: "
+                "/clear, or a new agent chat, starts afresh"
+            )
+        self.directory.mkdir(parents=True, exist_ok=True)
         atomic_write(str(path), data)
         return path
 
     def load(self, name: str) -> Session:
         path = self.path(name)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            return self._read(path)
         except FileNotFoundError:
             known = ", ".join(self.names()[:10]) or "none saved yet"
             raise UsageError(f"no saved session '{name}' (saved: {known})") from None
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"session {path} cannot be read: {exc}") from None
-        return _session(record, path)
+        except (OSError, Unreadable) as exc:
+            why = (exc.strerror or exc) if isinstance(exc, OSError) else exc
+            raise UsageError(
+                f"session {path} cannot be read: {why}; resume another, or remove it with "
+                f"agent sessions rm {name}"
+            ) from None
+
+    @staticmethod
+    def _read(path: Path) -> Session:
+        """The session in `path`: a file of ours, but anyone may have rewritten it, so it is
+        read as untrusted (cli/stored.py: size and depth caps) and checked whole before it
+        is used: Unreadable says what is wrong."""
+        return _session(parse_json(read_capped(path, MAX_SESSION_BYTES)), path)
 
     def exists(self, name: str) -> bool:
         return self.path(name).is_file()
@@ -108,20 +134,23 @@ class SessionStore:
         """Saved sessions, the most recently saved first."""
         try:
             with os.scandir(self.directory) as it:
-                entries = [e for e in it if e.name.endswith(".json")]
+                entries = [(e.name, _saved_at(e)) for e in it if e.name.endswith(".json")]
         except FileNotFoundError:
             return []
-        entries.sort(key=lambda e: e.stat().st_mtime, reverse=True)
-        return [e.name[: -len(".json")] for e in entries if _NAME.fullmatch(e.name[:-5])]
+        entries.sort(key=lambda entry: entry[1], reverse=True)
+        return [name[: -len(".json")] for name, _ in entries if _NAME.fullmatch(name[:-5])]
 
-    def sessions(self) -> list[Session]:
-        """Every readable session, the most recently saved first."""
-        found = []
+    def listing(self) -> list[Session | UnreadableSession]:
+        """Every saved session, the most recently saved first; one that cannot be read is
+        listed as such, with why (`agent sessions rm` removes it by name)."""
+        found: list[Session | UnreadableSession] = []
         for name in self.names():
             try:
-                found.append(self.load(name))
-            except UsageError:
-                continue  # not ours, or broken: `agent sessions rm` still removes it by name
+                found.append(self._read(self.path(name)))
+            except OSError as exc:
+                found.append(UnreadableSession(name, str(exc.strerror or exc)))
+            except Unreadable as exc:
+                found.append(UnreadableSession(name, str(exc)))
         return found
 
     def remove(self, name: str) -> Path:
@@ -147,24 +176,65 @@ class SessionStore:
         return removed
 
 
+def _saved_at(entry: os.DirEntry[str]) -> float:
+    try:
+        return entry.stat().st_mtime
+    except OSError:  # gone meanwhile, or a link to nothing: listed last, and said unreadable
+        return 0.0
+
+
 def _session(record: Any, path: Path) -> Session:
-    messages = record.get("messages") if isinstance(record, dict) else None
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages
-    ):
-        raise UsageError(f"session {path} holds no valid conversation")
-    name = str(record.get("name") or path.stem)
+    """The session a file's JSON holds, checked whole: every field the agent reads of it is
+    of the type it writes (Unreadable otherwise), so nothing later trips over a shape."""
+    if not isinstance(record, dict):
+        raise Unreadable("not a session (a JSON object with messages)")
+    messages = record.get("messages")
+    if not isinstance(messages, list):
+        raise Unreadable("holds no valid conversation (no list of messages)")
+    for number, message in enumerate(messages, 1):
+        problem = _message_problem(message)
+        if problem:
+            raise Unreadable(f"holds no valid conversation (message {number}: {problem})")
+    for key in ("model", "saved", "cwd", "kind"):
+        if record.get(key) is not None and not isinstance(record[key], str):
+            raise Unreadable(f"its {key} is not text")
+    # Named by its file, whatever it says inside: a session is saved back under its name.
+    name = path.stem
     kind = record.get("kind")
     if kind not in KINDS:  # saved before kinds were recorded: runs were named run-…
         kind = "run" if name.startswith("run-") else "chat"
     return Session(
         name=name,
-        model=str(record.get("model") or ""),
+        model=record.get("model") or "",
         messages=messages,
-        saved=str(record.get("saved") or ""),
+        saved=record.get("saved") or "",
         kind=kind,
-        cwd=str(record.get("cwd") or ""),
+        cwd=record.get("cwd") or "",
     )
+
+
+def _message_problem(message: Any) -> str | None:
+    """What is wrong with one saved message, as the agent would send it back; None if
+    nothing."""
+    if not isinstance(message, dict):
+        return "not an object"
+    if message.get("role") not in ROLES:
+        return f"its role is not one of {', '.join(ROLES)}"
+    for key in ("content", "thinking", "tool_name", "tool_call_id"):
+        if message.get(key) is not None and not isinstance(message[key], str):
+            return f"its {key} is not text"
+    calls = message.get("tool_calls")
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
+        return "its tool_calls are not a list"
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return "a tool call without a function name"
+        if not isinstance(function.get("arguments", {}), (dict, str)):
+            return "a tool call whose arguments are neither an object nor text"
+    return None
 
 
 def timestamp_name(now: datetime | None = None) -> str:
@@ -222,7 +292,7 @@ def _key_argument(function: dict[str, Any]) -> str:
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = loads_json(arguments)  # as the model sent it: held to its depth
         except ValueError:
             return ""
     if not isinstance(arguments, dict):
@@ -239,7 +309,7 @@ def _outcome(content: str) -> tuple[bool, bool, str]:
     keeps what the model was told, so the word is read back from how the agent tells it:
     `denied: …`, `not run: the user …`, an invalid call's own reason."""
     try:
-        result = json.loads(content)
+        result = loads_json(content)  # the agent wrote it, but it came back from a file
     except ValueError:
         return False, False, "failed"
     if not isinstance(result, dict):

@@ -7,7 +7,7 @@ The script (JSON) says: `version` (what initialize answers; "echo" = the client'
 (lines printed on stdout before anything, as some servers do), `page_size` (tools/list
 pagination), `tools` (extra names), `ping` (the server pings the client after initialize),
 `record` (a file each message received is appended to), `hang` (never answer initialize).
-Tools:
+Tools (each name in `tools` is listed as often as it appears there, and answers "ran NAME"):
 
     echo {text}        → text
     add {a, b}         → the sum, also as structuredContent
@@ -179,6 +179,8 @@ class Script:
             except OSError as exc:
                 return text(mid, f"refused: {exc.strerror or exc}")
             return text(mid, "connected")
+        if name in self.data.get("tools", []):
+            return text(mid, f"ran {name}")
         return {"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "unknown tool"}}
 
 

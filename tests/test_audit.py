@@ -25,6 +25,7 @@ from cli.audit import (
     GENESIS,
     REDACTED,
     AuditLog,
+    append_record,
     audited,
     default_path,
     redact,
@@ -582,6 +583,68 @@ def test_run_records_one_call_each_with_its_decision(
     for secret in ("sk-abcdefghijklmnop", "hunter2", "NOTES-CONTENT-MARKER"):
         assert secret not in text
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_attack_edit_file_strings_are_logged_as_size_and_sha256(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path
+) -> None:
+    # The finding: edit_file's old_string and new_string went into the log verbatim, while
+    # write_file's content was size and sha256. A record written before the change (its
+    # strings verbatim) stays on the same chain: it still shows and verifies.
+    path = default_path(os.environ)
+    path.parent.mkdir(parents=True)
+    old = {"path": "x.txt", "old_string": "OLD-SECRET-TEXT", "new_string": "OLD-NEW-TEXT"}
+    append_record(  # as the agent wrote it then
+        path,
+        {
+            "time": "2026-01-02T03:04:05.678Z",
+            "session": "0123456789ab",
+            "seq": 1,
+            "cwd": str(workspace),
+            "tool": "edit_file",
+            "arguments": old,
+            "decision": "allow",
+            "rule": "setting",
+            "approved_by": "--yes",
+            "outcome": "allowed",
+            "error": None,
+            "duration_ms": 3,
+            "result_bytes": 40,
+        },
+    )
+    (workspace / "notes.txt").write_text("the draft says PRIVATE-PLAN here\n")
+    edit = {"path": "notes.txt", "old_string": "PRIVATE-PLAN", "new_string": "PUBLIC-PLAN"}
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "notes.txt"})]),
+        reply(tool_calls=[tool_call("edit_file", edit)]),
+        reply("edited"),
+    )
+    r = run_cli("run", "--yes", "edit notes.txt")
+    assert r.code == 0, r.stderr
+    assert (workspace / "notes.txt").read_text() == "the draft says PUBLIC-PLAN here\n"
+    text = path.read_text()
+    assert "PRIVATE-PLAN" not in text and "PUBLIC-PLAN" not in text
+    before, _read, logged = records(path)
+    assert before["arguments"] == old
+    assert (logged["tool"], logged["approved_by"], logged["outcome"]) == (
+        "edit_file",
+        "--yes",
+        "allowed",
+    )
+    assert logged["arguments"] == {
+        "path": "notes.txt",
+        "old_string": {"bytes": 12, "sha256": hashlib.sha256(b"PRIVATE-PLAN").hexdigest()},
+        "new_string": {"bytes": 11, "sha256": hashlib.sha256(b"PUBLIC-PLAN").hexdigest()},
+    }
+    checked = run_cli("audit", "verify")
+    assert (checked.code, checked.stdout) == (0, "3 records, chain intact\n"), checked.stderr
+    shown = run_cli("audit", "show")
+    assert shown.code == 0, shown.stderr
+    assert [line.split()[3:5] for line in shown.stdout.splitlines()] == [
+        ["edit_file", "x.txt"],
+        ["read_file", "notes.txt"],
+        ["edit_file", "notes.txt"],
+    ]
 
 
 def test_each_run_is_a_new_session_on_the_same_chain(

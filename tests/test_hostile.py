@@ -57,11 +57,10 @@ def test_prompt_injection_through_a_file_is_stopped_by_the_tool_layer(
     )
     # Unattended, as a script would run it: --yes's approver, no terminal to ask.
     harness = make_agent()
-    from cli.approval import UnattendedApprover, refuse_without_terminal
+    from cli.approval import NoOneToAsk, UnattendedApprover
 
-    harness.agent.approver = UnattendedApprover(
-        ["write_file", "create_directory"], refuse_without_terminal
-    )
+    unattended = ["write_file", "create_directory"]
+    harness.agent.approver = UnattendedApprover(unattended, NoOneToAsk(unattended, yes=True))
     harness.run("summarise README.md")
 
     everything_sent = json.dumps(ollama.chat_bodies)

@@ -460,7 +460,8 @@ def test_policy_wildcards_the_longest_pattern_wins(tmp_path: Path) -> None:
         "policy: {tools: {'mcp__git__*': allow, 'mcp__git__push*': deny, mcp__git__push_tags: ask}}"
     )
     policy = Policy(parse_config(text, "t").policy, str(tmp_path), str(tmp_path))
-    policy.mcp_tools = ("mcp__git__log", "mcp__git__push", "mcp__git__push_tags", "mcp__t__now")
+    names = ("mcp__git__log", "mcp__git__push", "mcp__git__push_tags", "mcp__t__now")
+    policy.mcp_tools = {n: n for n in names}
     assert [policy.setting(n) for n in policy.mcp_tools] == ["allow", "deny", "ask", "ask"]
     assert policy.decide("mcp__t__now", {"path": "/etc/shadow"}).rule == "mcp"  # not a path
     assert "mcp__git__push" not in policy.enabled_tools()
@@ -824,3 +825,154 @@ def test_bwrap_gets_the_environment_not_setenv_arguments(tmp_path: Path) -> None
     assert "--setenv" not in argv and "--clearenv" not in argv
     assert "tok-123" not in " ".join(argv)  # a command line any user can read
     assert inner["API_TOKEN"] == "tok-123"
+
+
+# -- tools are judged by the names their server gave them (issue 18) ---------------------------
+
+
+def _offered(ollama: FakeOllama, request: int = 0) -> list[str]:
+    return [t["function"]["name"] for t in ollama.chat_bodies[request].get("tools", [])]
+
+
+def _called(tmp: Path) -> list[str]:
+    """The tool names the server was asked to run."""
+    return [m["params"]["name"] for m in received(tmp) if m.get("method") == "tools/call"]
+
+
+def test_attack_a_tool_listed_twice_is_offered_once_and_a_deny_for_its_name_holds(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    # The finding: the second `t` was offered as mcp__evil__t_<hash> and ran "allowed by
+    # policy" under a deny for mcp__evil__t. Now a name listed twice is offered once, and
+    # the deny holds for every tool evil calls `t`.
+    policy = "policy:\n  tools: {'mcp__evil__*': allow, 'mcp__evil__t': deny}\n"
+    cfg = config(workspace, {"evil": stdio(script(tmp_path, tools=["t", "t", "u", "u"]))}, policy)
+    second_t = tool_names("evil", ["t", "t"], set())["t"]  # the name the old code gave it
+    second_u = tool_names("evil", ["u", "u"], set())["u"]
+    assert second_t.startswith("mcp__evil__t_") and second_u.startswith("mcp__evil__u_")
+    calls = [tool_call(n, {}) for n in ("mcp__evil__t", second_t, "mcp__evil__u", second_u)]
+    ollama.enqueue(reply(tool_calls=calls), reply("done"))
+    r = run_cli("run", "-c", cfg, "--yes", "--json", "go")
+    assert r.code == 0, r.stderr
+    mine = [n for n in _offered(ollama) if n.startswith("mcp__evil__")]
+    assert mine.count("mcp__evil__u") == 1 and "mcp__evil__t" not in mine
+    assert not any(n.startswith(("mcp__evil__t_", "mcp__evil__u_")) for n in mine)
+    outcomes = [(c["name"], c["outcome"]) for c in json.loads(r.stdout)["tool_calls"]]
+    assert outcomes == [
+        ("mcp__evil__t", "denied"),
+        (second_t, "invalid"),  # no such tool: never callable
+        ("mcp__evil__u", "allowed"),
+        (second_u, "invalid"),
+    ]
+    assert _called(tmp_path) == ["u"]  # the server ran nothing else
+    assert sent_results(ollama)[2]["content"] == "ran u"
+    notes = [line for line in r.stderr.splitlines() if "more than once" in line]
+    assert notes == [
+        "note: MCP server evil: it lists the tool 't' more than once; only the first is offered",
+        "note: MCP server evil: it lists the tool 'u' more than once; only the first is offered",
+    ]
+    listed = run_cli("mcp", "list", "-c", cfg)
+    assert listed.code == 0, listed.stderr
+    assert "it lists the tool 'u' more than once" in listed.stderr
+
+
+def test_attack_a_renamed_tool_is_judged_by_the_name_its_server_listed(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    # Names the model APIs refuse are changed for them: `rm.rf` is offered as
+    # mcp__evil__rm_rf, a name too long is cut and hashed. A deny for the name the server
+    # listed reaches them all the same; an allow pattern matches the listed name, not ours.
+    long = "x" * 80
+    listed = ["rm.rf", long, "safe.one", "get.time"]
+    policy = (
+        "policy:\n  tools:\n    'mcp__evil__*': allow\n    'mcp__evil__rm.rf': deny\n"
+        f"    'mcp__evil__{long}': deny\n    'mcp__evil__get.*': ask\n"
+        "    'mcp__other__get.*': allow\n    'mcp__other__get_*': deny\n"
+    )
+    servers = {
+        "evil": stdio(script(tmp_path, tools=listed)),
+        "other": stdio(script(tmp_path, tools=["get.time"])),
+    }
+    ours = tool_names("evil", listed, set())
+    assert ours["rm.rf"] == "mcp__evil__rm_rf" and ours[long].startswith("mcp__evil__xxx")
+    calls = [
+        tool_call(ours["rm.rf"], {}),
+        tool_call(ours[long], {}),
+        tool_call(ours["safe.one"], {}),
+        tool_call(ours["get.time"], {}),  # mcp__evil__get_time: 'get.*' asks; 'get_*' no rule
+        tool_call("mcp__other__get_time", {}),  # the allow for its name; our name's deny wins
+    ]
+    ollama.enqueue(reply(tool_calls=calls), reply("done"))
+    r = run_cli("run", "-c", config(workspace, servers, policy), "--json", "go")
+    assert r.code == 0, r.stderr
+    offered = _offered(ollama)
+    assert ours["rm.rf"] not in offered and ours[long] not in offered
+    assert "mcp__other__get_time" not in offered
+    assert ours["safe.one"] in offered and ours["get.time"] in offered
+    results = json.loads(r.stdout)["tool_calls"]
+    assert [(c["outcome"], c["rule"]) for c in results] == [
+        ("denied", "disabled"),
+        ("denied", "disabled"),
+        ("allowed", "setting"),
+        ("denied", "mcp"),  # asked, and no one to ask
+        ("denied", "disabled"),
+    ]
+    assert _called(tmp_path) == ["safe.one"]
+
+
+def test_attack_unattended_judges_mcp_tools_by_the_listed_name(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
+) -> None:
+    servers = {"evil": stdio(script(tmp_path, tools=["rm.rf", "t", "t"]))}
+    second_t = tool_names("evil", ["t", "t"], set())["t"]
+
+    def run(unattended: str) -> list[dict[str, Any]]:
+        calls = [tool_call("mcp__evil__rm_rf", {}), tool_call(second_t, {})]
+        ollama.enqueue(reply(tool_calls=calls), reply("done"))
+        policy = f"policy:\n  unattended: {unattended}\n"
+        r = run_cli("run", "-c", config(workspace, servers, policy), "--yes", "--json", "go")
+        assert r.code == 0, r.stderr
+        return list(json.loads(r.stdout)["tool_calls"])
+
+    # By the server's name, or a pattern matching it: --yes approves it.
+    for unattended in ("['mcp__evil__rm.rf']", "['mcp__evil__rm.*']"):
+        rm, dup = run(unattended)
+        assert (rm["outcome"], rm["approved_by"]) == ("allowed", "--yes"), unattended
+        assert dup["outcome"] == "invalid"
+    # By our name for it only: not covered, and the refusal says what would cover it.
+    for unattended in ("['mcp__evil__rm_rf']", "['mcp__evil__rm_*']"):
+        rm, _ = run(unattended)
+        assert (rm["outcome"], rm["rule"]) == ("denied", "mcp"), unattended
+        error = rm["result"]["error"]
+        assert "policy.unattended does not list mcp__evil__rm.rf" in error
+        assert "--yes" not in error
+    # A pattern for every tool of evil: still nothing reaches the second `t`.
+    rm, dup = run("['mcp__evil__*']")
+    assert rm["approved_by"] == "--yes" and dup["outcome"] == "invalid"
+    assert _called(tmp_path) == ["rm.rf", "rm.rf", "rm.rf"]
+
+
+def test_our_name_for_a_tool_only_ever_makes_it_stricter(tmp_path: Path) -> None:
+    from cli.policy import Policy
+
+    text = (
+        "policy: {tools: {'mcp__s__*': allow, 'mcp__s__a_b': deny, 'mcp__s__c_d': allow,"
+        " 'mcp__s__e.f': allow}}"
+    )
+    policy = Policy(parse_config(text, "t").policy, str(tmp_path), str(tmp_path))
+    policy.mcp_tools = {
+        "mcp__s__a_b": "mcp__s__a.b",  # a rule for our name that denies still denies
+        "mcp__s__c_d": "mcp__s__c.d",  # one that allows is no more than the pattern's allow
+        "mcp__s__e_f": "mcp__s__e.f",
+        "mcp__s__plain": "mcp__s__plain",
+    }
+    assert [policy.setting(n) for n in policy.mcp_tools] == ["deny", "allow", "allow", "allow"]
+    policy = Policy(
+        parse_config("policy: {tools: {'mcp__s__c_d': allow}}", "t").policy,
+        str(tmp_path),
+        str(tmp_path),
+    )
+    policy.mcp_tools = {"mcp__s__c_d": "mcp__s__c.d"}
+    assert policy.setting("mcp__s__c_d") == "ask"  # judged by c.d, for which no rule says allow
+    decision = policy.decide("mcp__s__c_d", {})
+    assert decision.mcp_name == "mcp__s__c.d" and decision.action == "ask"

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from cli.approval import ApprovalRequest, UnattendedApprover, refuse_without_terminal
+from cli.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
 from cli.backends.messages import ToolCall
 from cli.config import PolicyConfig, parse_config
 from cli.policy import Decision, Policy
@@ -736,7 +736,7 @@ def test_hard_link_to_outside_asks_a_person(
     assert (decision.action, decision.rule, decision.needs_human) == ("ask", "hard_link", True)
     assert "hard link" in decision.reason
     request = ApprovalRequest(ToolCall(tool, args), args, decision)
-    approval = UnattendedApprover([tool], refuse_without_terminal)(request)
+    approval = UnattendedApprover([tool], NoOneToAsk([tool], yes=True))(request)
     assert approval.approved is False  # --yes never approves it
 
 
@@ -1037,7 +1037,7 @@ def test_protected_writes_always_ask_a_person(
     decision = policy.decide(tool, args)
     assert (decision.action, decision.rule, decision.needs_human) == ("ask", "protected", True)
     request = ApprovalRequest(ToolCall(tool, args), args, decision)
-    assert UnattendedApprover([tool], refuse_without_terminal)(request).approved is False
+    assert UnattendedApprover([tool], NoOneToAsk([tool], yes=True))(request).approved is False
 
 
 def test_protected_files_can_still_be_read(checker: Agent, workspace: Path) -> None:

@@ -458,18 +458,77 @@ def test_yes_does_not_approve_tools_outside_unattended(
     assert json.loads(r.stdout)["tool_calls"][0]["decision"] == "deny"
 
 
+@pytest.fixture
+def far(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file outside the allowed dirs."""
+    path = tmp_path_factory.mktemp("outside") / "far.txt"
+    path.write_text("far away")
+    return path
+
+
 def test_yes_never_approves_outside_the_allowed_dirs(
-    run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path_factory: pytest.TempPathFactory
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, far: Path
 ) -> None:
-    outside = tmp_path_factory.mktemp("outside")
-    (outside / "far.txt").write_text("far away")
     (workspace / "c.yaml").write_text("policy:\n  unattended: [read_file, write_file]\n")
-    ollama.enqueue(
-        reply(tool_calls=[tool_call("read_file", {"path": str(outside / "far.txt")})]), reply("no")
-    )
+    ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": str(far)})]), reply("no"))
     r = run_cli("run", "--yes", "--json", "-c", "c.yaml", "read far")
     call = json.loads(r.stdout)["tool_calls"][0]
     assert call["decision"] == "deny" and "content" not in call["result"]
+
+
+def _refusals(
+    run_cli: RunCli, ollama: FakeOllama, calls: list[dict[str, Any]], *flags: str
+) -> list[str]:
+    """The reasons the model read for `calls`, run without a terminal with these flags."""
+    ollama.enqueue(reply(tool_calls=calls), reply("could not"))
+    r = run_cli("run", "--json", *flags, "go")
+    assert r.code == 0, r.stderr
+    results = [c["result"] for c in json.loads(r.stdout)["tool_calls"]]
+    assert not any(result.get("success") for result in results)
+    return [str(result["error"]) for result in results]
+
+
+def test_attack_under_yes_a_refusal_names_policy_unattended_never_yes(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, far: Path
+) -> None:
+    # The finding: under --yes, a tool not in policy.unattended was refused with "…allow it
+    # in the policy or run with --yes", advice the run had already taken.
+    (workspace / "old.txt").write_text("keep me")
+    (workspace / "c.yaml").write_text("policy:\n  unattended: [read_file, write_file]\n")
+    calls = [
+        tool_call("delete_file", {"path": "old.txt"}),
+        tool_call("read_file", {"path": str(far)}),
+        tool_call("write_file", {"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+    ]
+    delete, outside, hook = _refusals(run_cli, ollama, calls, "--yes", "-c", "c.yaml")
+    assert "policy.unattended does not list delete_file: add it there" in delete
+    assert "policy.unattended never covers a path outside the allowed directories" in outside
+    assert "add its directory to policy.allowed_dirs" in outside
+    assert "policy.unattended never covers it" in hook and "execution surface" in hook
+    for reason in (delete, outside, hook):
+        assert "--yes" not in reason
+    assert (workspace / "old.txt").exists() and not (workspace / ".git").exists()
+
+
+def test_without_yes_and_without_a_terminal_the_advice_fits_the_call(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, far: Path
+) -> None:
+    (workspace / "old.txt").write_text("keep me")
+    calls = [
+        tool_call("write_file", {"path": "x.txt", "content": "x"}),
+        tool_call("delete_file", {"path": "old.txt"}),
+        tool_call("read_file", {"path": str(far)}),
+        tool_call("write_file", {"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+    ]
+    write, delete, outside, hook = _refusals(run_cli, ollama, calls)
+    # write_file is in policy.unattended: --yes would run it.
+    assert write.endswith("allow it in the policy or run with --yes")
+    # delete_file is not: --yes alone would not.
+    assert "allow it in policy.tools, or add delete_file to policy.unattended and run " in delete
+    # Nothing standing covers a path outside, or a protected file.
+    assert "--yes never covers a path outside the allowed directories" in outside
+    assert "run with --yes" not in outside
+    assert "--yes does not cover it" in hook
 
 
 # -- the seed's integration scenarios (§13.2) ------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pexpect
 
-from cli.sessions import SessionStore, conversation_turns
+from cli.sessions import Session, SessionStore, conversation_turns
 from tests.conftest import MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, Stream, reply, tool_call
 
@@ -70,7 +70,7 @@ def test_an_interrupted_run_is_saved_as_a_run_and_resume_picks_the_chat(
     )
     r = run_cli("run", "read a")
     assert r.code == 1 and "agent chat --resume run-" in r.stderr
-    runs = [s for s in store.sessions() if s.kind == "run"]
+    runs = [s for s in store.listing() if isinstance(s, Session) and s.kind == "run"]
     assert len(runs) == 1 and runs[0].cwd == str(workspace)
     latest = store.latest()  # what `agent chat --resume` without a name opens
     assert latest is not None and latest.name == "my-chat"

@@ -197,7 +197,7 @@ def test_attack_data_loss_at_store_edges_too_big_backup(
     call = json.loads(r.stdout)["tool_calls"][0]
     assert call["decision"] == "deny"
     error = call["result"]["error"]
-    assert "needs a person's confirmation" in error and "--yes does not cover it" in error
+    assert "needs a person's confirmation" in error and "policy.unattended never covers" in error
     assert "larger than policy.limits.max_backup_bytes" in error
     assert "cannot be undone" in error
     assert "cannot be undone" in tool_results(ollama)[0]["error"]

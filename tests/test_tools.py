@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cli.approval import ApprovalRequest, UnattendedApprover, refuse_without_terminal
+from cli.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
 from cli.backends.messages import ToolCall
 from cli.config import LimitsConfig, PolicyConfig
 from cli.policy import Decision, Policy
@@ -345,7 +345,7 @@ def test_T16_rm_rf_root_is_refused(shell: Tools, command: str) -> None:
 
 
 def _approved_unattended(command: str, decision: Decision) -> bool:
-    approver = UnattendedApprover(["run_command"], refuse_without_terminal)
+    approver = UnattendedApprover(["run_command"], NoOneToAsk(["run_command"], yes=True))
     call = ToolCall("run_command", {"command": command})
     return approver(ApprovalRequest(call, {"command": command}, decision)).approved
 

@@ -52,15 +52,16 @@ def nests_deeper_than(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def loads_json(text: str | bytes) -> Any:
+def loads_json(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
     """json.loads for text from the server or a model: JSONTooDeep (a ValueError) when it nests
-    deeper than MAX_JSON_DEPTH, checked before parsing; ValueError when it is not JSON. Bytes
-    are decoded as json.loads would (UTF-8, or UTF-16/32 by their first bytes)."""
+    deeper than `limit`, checked before parsing; ValueError when it is not JSON. Bytes are
+    decoded as json.loads would (UTF-8, or UTF-16/32 by their first bytes). The agent's own
+    files are read with a larger `limit` (cli/stored.py): they wrap such JSON in their own."""
     if isinstance(text, bytes):
         if (
             text[:1] == b"{"
             and text[1:2] != b"\x00"  # UTF-16 or 32 little-endian: json.loads decodes those
-            and text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH
+            and text.count(b"[") + text.count(b"{") <= limit
         ):
             # The common case, a stream's chunk: UTF-8 (its first byte says so, as json's
             # detect_encoding would), no depth to check, parsed as json.loads parses it.
@@ -70,8 +71,8 @@ def loads_json(text: str | bytes) -> Any:
                 raise ValueError(f"extra data after the JSON value at {end}")
             return value
         text = text.decode(json.detect_encoding(text))  # UnicodeDecodeError is a ValueError
-    if nests_deeper_than(text):
-        raise JSONTooDeep(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    if nests_deeper_than(text, limit):
+        raise JSONTooDeep(f"JSON nested deeper than {limit} levels")
     return json.loads(text)
 
 

@@ -14,7 +14,6 @@ uses the file as it is: it is the user's own file, for one session.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -23,23 +22,29 @@ import yaml
 
 from cli import sensitive
 from cli.audit import REDACTED, redact
+from cli.backends.messages import MAX_JSON_DEPTH
 from cli.config import McpServerConfig, parse_config
 from cli.errors import ConfigError, UsageError
+from cli.stored import MAX_CONFIG_BYTES, Unreadable, parse_json, read_capped
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 
 
 def read_json(path: str) -> dict[str, Any]:
+    """The servers of a `{"mcpServers": …}` file, read as a config is: at most
+    MAX_CONFIG_BYTES, JSON at most MAX_JSON_DEPTH deep (cli/stored.py)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_capped(Path(path), MAX_CONFIG_BYTES).decode("utf-8")
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    except Unreadable as exc:
+        raise UsageError(f"{path}: {exc}; an mcpServers file is a page of settings") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not UTF-8 text") from None
     try:
-        data = json.loads(text)
-    except ValueError as exc:
+        data = parse_json(text, MAX_JSON_DEPTH)
+    except Unreadable as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):

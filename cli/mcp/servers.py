@@ -52,6 +52,12 @@ class McpTool:
     server: str
     tool: str  # the server's own name for it
 
+    @property
+    def listed(self) -> str:
+        """`mcp__<server>__<tool>` with the tool as its server listed it, unchanged: what the
+        policy's rules are matched against, whatever name the model was offered."""
+        return f"{MCP_PREFIX}{self.server}__{self.tool}"
+
 
 @dataclass
 class Server:
@@ -228,6 +234,8 @@ class McpServers:
         self._lock = threading.Lock()
         self._tools: dict[str, McpTool] = {}
         self._opened: list[Client] = []
+        self._notices: list[str] = []  # to tell the user, once each (`notices`)
+        self._said: set[str] = set()
 
     # -- start and stop ---------------------------------------------------------------------
 
@@ -353,6 +361,7 @@ class McpServers:
             if server.status != "ready":
                 continue
             listed = [t for t in server.tools if isinstance(t.get("name"), str)]
+            listed = self._once_each(server, listed)
             listed = [t for t in listed if wanted(server.config, t["name"])][:MAX_TOOLS]
             listed = [t for t in listed if _schema_size(t) <= MAX_SCHEMA]  # the rest: too big
             names = tool_names(server.name, [t["name"] for t in listed], taken)
@@ -365,6 +374,37 @@ class McpServers:
                 tools[name] = McpTool(offered, server.name, tool["name"])
         with self._lock:
             self._tools = tools
+
+    def _once_each(self, server: Server, listed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The first tool of each name the server lists; a later one of the same name is left
+        out, and the user told. Offered too, it would need a name of ours the server never
+        gave it, and a rule the user wrote for the name would not reach it."""
+        seen: set[str] = set()
+        first = []
+        for tool in listed:
+            name = tool["name"]
+            if name in seen:
+                self._notice(
+                    f"MCP server {server.name}: it lists the tool {name[:100]!r} more than "
+                    "once; only the first is offered"
+                )
+                continue
+            seen.add(name)
+            first.append(tool)
+        return first
+
+    def _notice(self, text: str) -> None:
+        with self._lock:
+            if text not in self._said:
+                self._said.add(text)
+                self._notices.append(text)
+
+    def notices(self) -> list[str]:
+        """What the user should hear about the servers' tools since last asked (each once a
+        session): where the other start-up lines are shown."""
+        with self._lock:
+            said, self._notices = self._notices, []
+        return said
 
     def _runner(self, name: str) -> Runner:
         return lambda _ctx, arguments, _paths: self.call(name, arguments)

@@ -93,7 +93,9 @@ class ChatApprover:
         self.always.clear()
 
     def __call__(self, request: ApprovalRequest) -> Approval:
-        name = request.call.name
+        # An MCP tool by the name its server listed it by: a yes for it never passes to
+        # another tool the server later lists under a name that becomes ours for this one.
+        name = request.decision.mcp_name or request.call.name
         # An "a" covers the tool's ordinary asks only: deletes and commands are never
         # covered, nor what no standing yes may cover (a read outside, a protected file).
         session_ok = name not in NEVER_ALWAYS and request.decision.standing_yes_ok
@@ -101,7 +103,8 @@ class ChatApprover:
             return Approval(True, by="session")
         self.console.print(card(request, self.cwd, self.console.encoding, self.consequences))
         choices = "yn" + ("a" if session_ok else "") + "q"
-        key = self.keys.read_key(question(name, choices, self.console.width), choices)
+        asked = question(request.call.name, choices, self.console.width)
+        key = self.keys.read_key(asked, choices)
         return self._answer(name, key if key in choices else "n")
 
     def step_limit(self, steps: int, more: int) -> StepLimitAnswer:
@@ -223,8 +226,8 @@ def describe(
         where = paths["cwd"].real if "cwd" in paths else cwd
         lines = [*_command(str(args.get("command", "")), where, cwd), then.sandbox_line()]
         return lines, {"command", "cwd"}
-    if name.startswith(MCP_PREFIX):
-        return _mcp(name, args), set(args)
+    if name.startswith(MCP_PREFIX):  # shown by the name its server gave it, as judged
+        return _mcp(request.decision.mcp_name or name, args), set(args)
     # Reads (inside or outside the allowed dirs) and anything else: the resolved paths here,
     # every other argument as it came.
     return [_path_line(t, t.real, cwd) for t in paths.values()], set(paths)
