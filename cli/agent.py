@@ -600,8 +600,9 @@ class Agent:
         # What is looked at before deciding works under a deadline of its own, as the call
         # will (policy.limits.tool_seconds): the time a person takes to answer is not in it.
         looking = self.context.started(call.name)
-        if call.name == "move_file" and decision.action != "deny":
-            decision = self._move_boundary(decision, looking)
+        recursive_delete = call.name == "delete_file" and arguments.get("recursive") is True
+        if decision.action != "deny" and (call.name == "move_file" or recursive_delete):
+            decision = self._tree_boundary(decision, looking)
         # A write of what the file holds is no change: not asked (cli/tools/unchanged.py).
         decision = unchanged.decide(decision, call.name, arguments, self.policy, looking)
         loss = None
@@ -632,16 +633,21 @@ class Agent:
             reason = f"the user declined: {reason}"
         return ToolDecided(call, decision, False, "", reason, arguments, asked=asked)
 
-    def _move_boundary(self, decision: Decision, looking: ToolContext) -> Decision:
-        """A directory moves with its whole tree: refused when the tree holds what the policy
-        hides, a person's call when it holds (or would make) an execution surface."""
+    def _tree_boundary(self, decision: Decision, looking: ToolContext) -> Decision:
+        """A directory moves, or is deleted, with its whole tree. A move is refused when the
+        tree holds what the policy hides; either is a person's call when the tree holds (or
+        a move would make) an execution surface or a dot-entry, as a change of that one
+        path would be."""
         from cli.tools import moves
 
-        source, destination = decision.paths.get("source"), decision.paths.get("destination")
-        if source is None or destination is None:
+        gone = decision.paths.get("source") or decision.paths.get("path")
+        destination = decision.paths.get("destination") or gone
+        if gone is None or destination is None:
             return decision
+        moving = "source" in decision.paths
+        hides = self.policy.hides if moving else (lambda _path: False)  # gone either way
         crossing = moves.boundary(
-            source.entry, destination.entry, self.policy.hides, self.policy.configures, looking
+            gone.entry, destination.entry, hides, self.policy.configures, looking
         )
         if crossing.refusal:
             return Decision("deny", crossing.refusal, "move_boundary", paths=decision.paths)

@@ -219,17 +219,24 @@ _CALLS: dict[str, tuple[int, int, tuple[int, ...]]] = {
 
 
 # Per machine: mmap(2), and the calls that hold memory no rlimit counts (RLIMIT_DATA counts
-# private writable mappings only): memfd_create, SysV shmget and shmat. These fail with
-# ENOSYS, as on a kernel built without them, so that programs fall back to a file in /tmp or
-# /dev/shm, whose size the sandbox caps; a shared anonymous mmap fails with EPERM.
+# private writable mappings only): memfd_create, SysV shared memory (shmget, shmat), message
+# queues (msgget) and semaphores (semget), the last two kept by the kernel after the command
+# ends where there is no IPC namespace of its own (Landlock). These fail with ENOSYS, as on
+# a kernel built without them, so that programs fall back to a file in /tmp or /dev/shm,
+# whose size the sandbox caps. A shared anonymous mmap, and a stack-like one
+# (MAP_GROWSDOWN, which RLIMIT_DATA does not count either), fail with EPERM.
 _MEMORY: dict[str, tuple[int, tuple[int, ...]]] = {
-    "x86_64": (9, (319, 29, 30)),
-    "aarch64": (222, (279, 194, 196)),
+    "x86_64": (9, (319, 29, 30, 68, 64)),
+    "aarch64": (222, (279, 194, 196, 186, 190)),
 }
 _RET_ENOSYS = 0x00050000 | errno.ENOSYS
 _ALU_AND_K = 0x54
+_JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _MAP_SHARED_ANON = (0x21, 0x23)  # MAP_ANONYMOUS with MAP_SHARED or MAP_SHARED_VALIDATE
 _MAP_TYPE_AND_ANON = 0x2F
+_MAP_GROWSDOWN = 0x100
+_SOCK_TYPE_MASK = 0xF  # the type without SOCK_NONBLOCK / SOCK_CLOEXEC
+_SOCK_STREAM = 1
 
 
 def seccomp_supported() -> bool:
@@ -242,9 +249,10 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 def seccomp_program(machine: str, sockets: bool = True) -> bytes:
     """A BPF program: the memory calls of _MEMORY fail, and so does every call made through
-    another ABI (x32, 32-bit compat), where socketcall(2) and shmat's ipc(2) would hide what
-    is asked. With `sockets` (the Landlock sandbox, which has no network namespace): socket()
-    only for AF_UNIX, and the calls in _CALLS fail with EPERM."""
+    another ABI (x32, 32-bit compat), where socketcall(2) and ipc(2) would hide what is
+    asked. With `sockets` (the Landlock sandbox, which has no network namespace): socket()
+    only for an AF_UNIX stream (a datagram reaches any socket on the machine by sendto, no
+    connect needed), and the calls in _CALLS fail with EPERM."""
     arch, socket_nr, refused = _CALLS[machine]
     mmap_nr, no_memory = _MEMORY[machine]
     prog = [
@@ -261,8 +269,9 @@ def seccomp_program(machine: str, sockets: bool = True) -> bytes:
         prog += [_insn(_JEQ, nr, jf=1), _insn(_RET, _RET_ENOSYS)]
     shared, validate = _MAP_SHARED_ANON
     prog += [
-        _insn(_JEQ, mmap_nr, jf=6),
+        _insn(_JEQ, mmap_nr, jf=7),
         _insn(_LD_ABS, 40),  # low 32 bits of args[3], the flags
+        _insn(_JSET, _MAP_GROWSDOWN, jt=4),
         _insn(_ALU_AND_K, _MAP_TYPE_AND_ANON),
         _insn(_JEQ, shared, jt=2),
         _insn(_JEQ, validate, jt=1),
@@ -271,9 +280,12 @@ def seccomp_program(machine: str, sockets: bool = True) -> bytes:
     ]
     if sockets:
         prog += [
-            _insn(_JEQ, socket_nr, jf=4),
+            _insn(_JEQ, socket_nr, jf=7),
             _insn(_LD_ABS, 16),  # low 32 bits of args[0] (little-endian); the family is an int
-            _insn(_JEQ, _AF_UNIX, jf=1),
+            _insn(_JEQ, _AF_UNIX, jf=4),
+            _insn(_LD_ABS, 24),  # args[1], the type
+            _insn(_ALU_AND_K, _SOCK_TYPE_MASK),
+            _insn(_JEQ, _SOCK_STREAM, jf=1),
             _insn(_RET, _RET_ALLOW),
             _insn(_RET, _RET_EPERM),
         ]
@@ -341,19 +353,35 @@ def set_limits(limits: dict[str, int]) -> None:
     mapping, so a 10 GB allocation fails, while the address space that JVMs, V8 and Go
     reserve but never touch (PROT_NONE) does not count; `ulimit -v` makes a JVM fail to
     start at all on a large machine."""
+    data = limits.get("data")
     for name, value in (
         ("RLIMIT_CPU", limits.get("cpu")),
-        ("RLIMIT_DATA", limits.get("data")),
+        ("RLIMIT_DATA", data),
+        # The stack is memory RLIMIT_DATA does not count: capped by the same figure.
+        ("RLIMIT_STACK", None if data is None else min(data, _stack_cap())),
         ("RLIMIT_NPROC", limits.get("nproc")),
         ("RLIMIT_CORE", 0),
     ):
         if value is None:
             continue
         which = getattr(resource, name)
-        _soft, hard = resource.getrlimit(which)
+        soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
+        if name == "RLIMIT_STACK":
+            # Only the ceiling: the soft limit is each new thread's stack size (glibc), and
+            # thread stacks count against RLIMIT_DATA.
+            low = value if soft == resource.RLIM_INFINITY else min(soft, value)
+            resource.setrlimit(which, (low, value))
+            continue
         resource.setrlimit(which, (value, value))
+
+
+def _stack_cap() -> int:
+    """The stack's hard limit: what it is now if that is finite, else 1 GiB (a deep
+    recursion's worth; `ulimit -s unlimited` then stops there)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    return hard if hard != resource.RLIM_INFINITY else 1 << 30
 
 
 # -- the script ------------------------------------------------------------------------------

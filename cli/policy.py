@@ -10,6 +10,7 @@ dirs → hard link, protected file → command rules → the tool's setting.
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -87,6 +88,37 @@ def shorten_name(name: str, limit: int = 120) -> str:
     return name if len(name) <= limit else f"{name[: limit - 1]}…"
 
 
+def _linked_dot_targets(home: str, xdg_homes: Sequence[str] = ()) -> list[str]:
+    """Where the home's dot-entries that are symlinks lead (a dotfiles repo: `~/.bashrc ->
+    ~/dotfiles/bashrc`, `~/.config/nvim -> ~/dotfiles/nvim`): what is written there
+    configures a program as the dot-entry does, so it is an execution surface. The home's
+    dot-entries and one level into ~/.config, ~/.local/share and the XDG dirs; never `/`,
+    the home or a dir holding it (a link to those protects nothing it can name)."""
+    places = [(home, True), (os.path.join(home, ".config"), False)]
+    places += [(os.path.join(home, ".local", "share"), False)]
+    places += [(d, False) for d in xdg_homes]
+    out: list[str] = []
+    for directory, dots_only in places:
+        try:
+            with os.scandir(directory) as entries:
+                links = [
+                    e.path
+                    for e in itertools.islice(entries, _MAX_HOME_ENTRIES)
+                    if (not dots_only or e.name.startswith(".")) and e.is_symlink()
+                ]
+        except OSError:
+            continue
+        for link in links:
+            target = os.path.realpath(link)
+            if target != "/" and not is_within(home, target):
+                out.append(target)
+    return list(dict.fromkeys(out))
+
+
+# How many entries of the home (and ~/.config…) are looked at for linked dot-entries.
+_MAX_HOME_ENTRIES = 10_000
+
+
 class Policy:
     """The user's YAML policy, with every directory resolved once at start."""
 
@@ -142,10 +174,20 @@ class Policy:
         agent_paths = [*self.config_files]
         for d in config_dirs:
             agent_paths += [os.path.normpath(self._absolute(d)), self._real(d)]
+        # The dirs XDG_CONFIG_HOME and friends name: programs keep their configuration there
+        # as under a dot-entry of the home (`dot_entry`), whatever the dir is called.
+        self.xdg_homes = tuple(
+            dict.fromkeys(
+                os.path.normpath(value)
+                for var, _ in sensitive.XDG_DIRS
+                if os.path.isabs(value := (xdg or {}).get(var, "")) and not is_within(home, value)
+            )
+        )
+        linked = [sensitive.literal(p) for p in _linked_dot_targets(home, self.xdg_homes)]
         self.classes = sensitive.build(
             home,
             config.secrets,
-            config.execution_surfaces,
+            (*config.execution_surfaces, *linked),
             config.sensitive_patterns,
             config.protected_patterns,
             path_var,
@@ -321,6 +363,9 @@ class Policy:
         home_entry = sensitive.home_dot_entry(path, self.classes.secrets.homes)
         if home_entry:
             return f"under {home_entry}, a dot-entry of the home dir, which configures a program"
+        xdg = next((d for d in self.xdg_homes if is_within(path, d)), None)
+        if xdg:
+            return f"under {xdg}, an XDG base dir of the home, which configures a program"
         root = self.root_of(path)
         part = sensitive.dot_component(path, root, self.plain_dotfiles) if root else None
         if part is None:

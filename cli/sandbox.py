@@ -104,8 +104,8 @@ SYSTEM_DIRS = (
     "/libx32",
     "/etc",
     "/opt",
-    "/nix",
-    "/gnu",
+    "/nix/store",  # not all of /nix: /nix/var holds nix-daemon's socket
+    "/gnu/store",
 )
 
 # What commands need from the home dir to work, read-only (policy.commands.read_only adds
@@ -308,47 +308,123 @@ def _hideable(blocked: str) -> bool:
     return not any(is_within(needed, blocked) for needed in NEEDED_DIRS)
 
 
-def install_prefix(directory: str, home: str) -> str:
-    """The tree a dir of programs belongs to: the parent of a `bin` or `sbin` dir (a venv, a
-    pyenv version, ~/miniconda3: their programs need the `lib` beside it), but never the
-    home itself, ~/.local or `/` (their other entries are not the programs'); else the dir."""
-    parent, name = os.path.split(os.path.normpath(directory))
-    if name in ("bin", "sbin") and parent not in ("/", home, os.path.join(home, ".local")):
-        return parent
-    return directory
+# Beside a `bin` dir, what its programs need of their install prefix: a venv, a pyenv or uv
+# Python, ~/miniconda3, a toolchain's version dir. The prefix itself is never shown whole:
+# what else lies in it (~/.rd/docker.sock beside ~/.rd/bin; other projects beside
+# ~/code/bin) is not the programs'.
+_PREFIX_PARTS = ("bin", "sbin", "lib", "lib32", "lib64", "libexec", "share", "include")
+_PREFIX_FILES = ("pyvenv.cfg",)  # a venv's Python finds its site-packages by it
+
+
+def install_prefix(directory: str, home: str) -> list[str]:
+    """What a dir of programs needs shown: for a `bin` or `sbin` dir with `lib`, `libexec`
+    or `share` beside it, those parts of the prefix (and a venv's pyvenv.cfg); else the dir
+    alone. Never the home, `/` or an ancestor of the home."""
+    directory = os.path.normpath(directory)
+    parent, name = os.path.split(directory)
+    if name not in ("bin", "sbin") or parent == "/" or is_within(home, parent):
+        return [directory]
+    if parent == os.path.join(home, ".local"):
+        return [directory]  # ~/.local/lib is in HOME_READ_ONLY; ~/.local/share is not theirs
+    parts = [os.path.join(parent, n) for n in (*_PREFIX_PARTS, *_PREFIX_FILES)]
+    present = [p for p in parts if os.path.lexists(p)]
+    beside = {os.path.basename(p) for p in present}
+    return present if beside & {"lib", "lib64", "libexec", "share"} else [directory]
 
 
 def _is_system(path: str) -> bool:
     return any(is_within(path, d) for d in SYSTEM_DIRS)
 
 
+def _gitdirs(spec: SandboxSpec) -> list[str]:
+    """For an allowed dir that is a git worktree or an absorbed submodule (its `.git` a file
+    naming the gitdir elsewhere), that gitdir and its common dir: git finds nothing without
+    them. Read-only, as `.git` in an allowed dir is. The `.git` file is in an allowed dir,
+    where a command may have written it: a gitdir is taken only when it points back there
+    (a worktree's `gitdir` file, a submodule's core.worktree), which git wrote outside."""
+    out = []
+    for root in spec.writable:
+        gitdir = _pointed(os.path.join(root, ".git"), "gitdir: ", root)
+        if gitdir is None or _writable(spec, gitdir) or not _points_back(gitdir, root):
+            continue
+        out.append(gitdir)
+        common = _pointed(os.path.join(gitdir, "commondir"), "", gitdir)
+        if common is not None:
+            out.append(common)
+    return out
+
+
+def _points_back(gitdir: str, root: str) -> bool:
+    back = _pointed(os.path.join(gitdir, "gitdir"), "", gitdir)  # a worktree's
+    if back is not None:
+        return os.path.realpath(back) == os.path.realpath(os.path.join(root, ".git"))
+    try:
+        with open(os.path.join(gitdir, "config"), encoding="utf-8", errors="replace") as f:
+            config = f.read(65536)
+    except OSError:
+        return False
+    for line in config.splitlines():  # a submodule's: `worktree = ../../../sub`
+        key, _, value = line.strip().partition("=")
+        if key.strip().lower() == "worktree" and value.strip():
+            there = os.path.join(gitdir, value.strip())
+            return os.path.realpath(there) == os.path.realpath(root)
+    return False
+
+
+def _pointed(file: str, prefix: str, base: str) -> str | None:
+    """The path a git pointer file holds (`gitdir: PATH`, a commondir's PATH), relative to
+    `base`; None where there is none."""
+    if not os.path.isfile(file) or os.path.islink(file):
+        return None
+    try:
+        with open(file, encoding="utf-8", errors="replace") as f:
+            lines = f.read(4096).splitlines()
+    except OSError:
+        return None
+    line = lines[0] if lines else ""
+    if not line.startswith(prefix) or not line[len(prefix) :].strip():
+        return None
+    return os.path.normpath(os.path.join(base, line[len(prefix) :].strip()))
+
+
+def _too_wide(spec: SandboxSpec, place: str, home: str) -> bool:
+    """`/`, the home, or a dir holding it or an allowed dir: never shown whole."""
+    return place == "/" or any(is_within(inner, place) for inner in (home, *spec.writable))
+
+
 def view(spec: SandboxSpec, path_var: str) -> list[tuple[str, str]]:
     """What a command may read besides the system dirs and the writable ones, as (source,
     where it shows) pairs, outermost first: each existing entry of HOME_READ_ONLY and
-    policy.commands.read_only, every dir on PATH that is no system dir (with its
-    `install_prefix`), an MCP server's program's prefix. Symlinks are resolved (the tree
-    shows at its real place, and at the spelling given when that differs); nothing inside
-    a blocked dir is shown, nor what is shown anyway."""
+    policy.commands.read_only, every dir on PATH that is no system dir (with the parts of
+    its install prefix its programs need), an MCP server's program's, and the gitdir of an
+    allowed dir that is a git worktree. A path resolved through a symlink shows at its real
+    place and at the spelling given. Never shown: what is inside a blocked dir, `/`, the
+    home or a dir holding it or an allowed dir, and whatever is reached through a writable
+    dir: a command may have planted a link there (`.venv -> /`), so a path inside one is
+    taken only when no symlink is on the way (a writable home's own dot-entries, `scan`)."""
     home = spec.home or os.path.expanduser("~")
     homes = spec.lists.secrets.homes
     wanted = [expand_user(p, home) for p in (*HOME_READ_ONLY, *spec.read_only)]
-    wanted += [install_prefix(p, home) for p in path_var.split(":") if os.path.isabs(p)]
-    wanted += [
-        install_prefix(os.path.dirname(os.path.realpath(p)), home)
-        for p in spec.programs
-        if os.path.isabs(p)
-    ]
+    wanted += [d for p in path_var.split(":") if os.path.isabs(p) for d in install_prefix(p, home)]
+    for program in spec.programs:
+        if os.path.isabs(program) and not _writable(spec, os.path.normpath(program)):
+            wanted += install_prefix(os.path.dirname(os.path.realpath(program)), home)
+    wanted += _gitdirs(spec)
     pairs: dict[str, str] = {}
     for path in wanted:
         path = os.path.normpath(path)
         if not os.path.isabs(path) or not os.path.exists(path):
             continue
         real = os.path.realpath(path)
+        # Seen through the writable bind already; only a writable home's dot-entries, which
+        # `scan` masks, are shown again, and only if no link is on the way.
+        through_writable = _writable(spec, path) or _writable(spec, real)
+        if through_writable and (real != path or not sensitive.home_dot_entry(path, homes)):
+            continue
+        if _in_blocked(spec, real) or _too_wide(spec, real, home):
+            continue
         for place in dict.fromkeys((real, path)):
-            if _is_system(place) or _in_blocked(spec, real):
-                continue
-            # Inside a writable dir only what a writable home's dot-entries hide (`scan`).
-            if not _writable(spec, place) or sensitive.home_dot_entry(place, homes):
+            if not _is_system(place) and not _too_wide(spec, place, home):
                 pairs.setdefault(place, real)
     kept = _outermost(pairs)
     return [(pairs[place], place) for place in kept]
@@ -435,11 +511,18 @@ def scan(spec: SandboxSpec, shown: Collection[str] = ()) -> Scan:
         for entry in listed:
             path = entry.path
             if directory in homes and entry.name.startswith("."):
-                if path not in shown:
-                    masked.append(os.path.realpath(path) if entry.is_symlink() else path)
+                # A link stays a link in the read-only home; where it leads is judged there
+                # (a dotfiles repo's files are surfaces: Policy's linked dot-entries).
+                if path not in shown and not entry.is_symlink():
+                    masked.append(path)
             elif lists.secrets.match_entry(path):
-                # A link is masked where it leads: a bind over it would land there anyway.
-                masked.append(os.path.realpath(path) if entry.is_symlink() else path)
+                # A link is masked where it leads (a bind over it would land there anyway),
+                # when that is in a tree a command sees and not a system dir: a link to
+                # /usr/bin named deploy.pem must not hide /bin/sh from every later command.
+                if not entry.is_symlink():
+                    masked.append(path)
+                elif _maskable_target(spec, os.path.realpath(path), shown):
+                    masked.append(os.path.realpath(path))
             elif _is_socket(entry):
                 masked.append(path)  # a daemon's way in: connect(2) ignores a read-only bind
             elif lists.surfaces.match_entry(path) or lists.agent_config.match(path):
@@ -455,7 +538,9 @@ def scan(spec: SandboxSpec, shown: Collection[str] = ()) -> Scan:
     inside = [p for p in anchored if any(is_within(p, w) for w in spec.writable)]
     locked += [os.path.realpath(p) for p in inside if os.path.lexists(p)]
     holders += [os.path.dirname(p) for p in inside if os.path.islink(p)]
-    holders += _missing_holders(inside)
+    # A missing surface right in an allowed dir (a PATH dir of a venv not made yet) does not
+    # make that dir read-only to new entries: the project would be unusable. The home does.
+    holders += [h for h in _missing_holders(inside) if h not in spec.writable or h in homes]
     locked = [p for p in _outermost(locked) if _writable(spec, p) and os.path.exists(p)]
     # A link to nowhere masks nothing (and a bind over it would fail every command).
     masked = [p for p in _outermost(masked) if _hideable(p) and os.path.exists(p)]
@@ -484,6 +569,15 @@ def masked_in_shown(spec: SandboxSpec) -> list[str]:
             elif entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
     return _outermost(found)
+
+
+def _maskable_target(spec: SandboxSpec, target: str, shown: Collection[str]) -> bool:
+    """May the target of a secret-named link be masked: inside a writable dir or a tree the
+    view shows, and neither a system dir nor a dir holding the home or an allowed dir."""
+    home = spec.home or os.path.expanduser("~")
+    if _is_system(target) or _too_wide(spec, target, home):
+        return False
+    return _writable(spec, target) or any(is_within(target, place) for place in shown)
 
 
 def _walk(

@@ -143,6 +143,8 @@ SECRETS = (
     "~/.thunderbird",
     "~/.authinfo",
     "~/.authinfo.gpg",
+    "~/.local/share/uv/credentials",  # uv's logins
+    ".config/git/credentials",  # git credential-store's second file ($XDG_CONFIG_HOME/git)
     # Credential files wherever they lie (another user's home, a project, a mounted disk).
     ".netrc",
     "_netrc",
@@ -466,7 +468,15 @@ def invalid_name(glob: str) -> str | None:
         return "must be one file name, without a /"
     if glob.strip("*?.") == "":
         return "would make every dotfile plain data; name the files"
+    broad = re.compile(_glob_regex(glob) + "$", re.IGNORECASE)
+    if any(broad.match(probe) for probe in _CONFIG_PROBES):
+        return "matches files that configure programs (.bashrc, .pdbrc…); name the files"
     return None
+
+
+# Dotfiles that run code, and made-up names: a plain_dotfiles glob that matches one of these
+# is too broad (`.[!.]*`, `[.]*` would make every dotfile plain data).
+_CONFIG_PROBES = (".bashrc", ".pdbrc", ".lesskey", ".profile", ".npmrc", ".zq", ".a1-b2_c3")
 
 
 class PlainNames:
@@ -546,6 +556,12 @@ def _glob_regex(glob: str) -> str:
             out.append(re.escape(c))
         i += 1
     return "".join(out)
+
+
+def literal(path: str) -> str:
+    """An absolute path as an entry that matches it literally: each glob character in a
+    class of its own (`[*]`)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
 
 
 def anchored(glob: str, home: str) -> str | None:
@@ -813,17 +829,16 @@ def _starts(path: str) -> list[int]:
     return starts
 
 
-def path_dirs(path_var: str, home: str) -> list[str]:
-    """The absolute dirs of a $PATH value that lie under `home`: programs there run by name,
-    so they are execution surfaces. System dirs (/usr/bin …) are outside every allowed dir
-    a sane policy has, and already read-only to commands."""
+def path_dirs(path_var: str) -> list[str]:
+    """The absolute dirs of a $PATH value, as written and with symlinks resolved: programs
+    there run by name, so they are execution surfaces wherever they are — under the home,
+    or in a project whose venv is active (`proj/.venv/bin`), where a command that planted a
+    link there would otherwise choose what the sandbox shows. System dirs (/usr/bin …) are
+    outside every allowed dir a sane policy has, and read-only to commands anyway."""
     dirs = []
     for part in path_var.split(os.pathsep):
-        if not os.path.isabs(part):
-            continue
-        for form in (os.path.normpath(part), os.path.realpath(part)):  # ~/tl/bin -> tools/bin
-            if form == home or form.startswith(home.rstrip("/") + "/"):
-                dirs.append(form)
+        if os.path.isabs(part):
+            dirs += [os.path.normpath(part), os.path.realpath(part)]  # ~/tl/bin -> tools/bin
     return list(dict.fromkeys(dirs))
 
 
@@ -876,7 +891,7 @@ def build(
     the XDG variables that move ~/.config and friends. `code_dirs`: where the agent's own
     Python code is imported from (absolute): execution surfaces, as $PATH's dirs are."""
     homes = tuple(dict.fromkeys((os.path.normpath(home), os.path.realpath(home))))
-    dirs = [d for h in homes for d in path_dirs(path_var, h)]
+    dirs = path_dirs(path_var)
     dirs += [f for d in code_dirs for f in (os.path.normpath(d), os.path.realpath(d))]
     surfaces = (*EXECUTION_SURFACES, *dict.fromkeys(dirs), *extra_surfaces)
     secrets = (*SECRETS, *extra_secrets)
@@ -905,6 +920,7 @@ __all__ = [
     "home_dot_entry",
     "invalid",
     "invalid_name",
+    "literal",
     "names_secret",
     "path_dirs",
 ]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cli import sensitive
-from cli.approval import ApprovalRequest, UnattendedApprover, refuse_without_terminal
+from cli.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
 from cli.backends.messages import ToolCall
 from cli.config import parse_config
 from cli.errors import ConfigError
@@ -62,7 +62,7 @@ def unattended(policy: Policy, tool: str, arguments: dict[str, object]) -> bool:
         return False
     approver = UnattendedApprover(
         ["write_file", "edit_file", "create_directory", "move_file", "delete_file"],
-        refuse_without_terminal,
+        NoOneToAsk(yes=True),
     )
     call = ToolCall(tool, dict(arguments))
     return approver(ApprovalRequest(call, arguments, decision)).approved

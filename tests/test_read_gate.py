@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from cli.approval import UnattendedApprover, refuse_without_terminal
+from cli.approval import NoOneToAsk, UnattendedApprover
 from cli.config import TOOL_NAMES, parse_config
 from cli.events import ToolResult
 from cli.tools import ALL_TOOLS, fsops
@@ -282,7 +282,7 @@ def unattended_agent(ollama: FakeOllama, workspace: Path, home: Path) -> Iterato
             cwd=str(workspace),
             home=str(home),
             approver=lambda _p: UnattendedApprover(
-                config.policy.unattended, refuse_without_terminal
+                config.policy.unattended, NoOneToAsk(config.policy.unattended, yes=True)
             ),
         )
 
@@ -477,7 +477,7 @@ def test_git_diff_without_a_path_in_a_working_dir_outside_the_allowed_dirs_leave
         environ=dict(os.environ),
         cwd=str(workspace),
         home=str(home),
-        approver=lambda _p: refuse_without_terminal,
+        approver=lambda _p: NoOneToAsk(),
     )
     result = _diff(agent, ollama, {})
     assert result["diff"] == "" and leaked(json.dumps(ollama.chat_bodies)) == []

@@ -554,15 +554,17 @@ def test_bwrap_argv_layers_the_mounts(scratch: Scratch) -> None:
 
 
 def test_hidden_paths_keep_what_programs_need(scratch: Scratch) -> None:
-    """Secrets are hidden where a command could see them: here the home is shown read-only
-    (policy.commands.read_only), so its secrets are masked in it."""
-    spec = dataclasses.replace(spec_for("bwrap", scratch), read_only=(str(scratch.home),))
-    hidden = hidden_paths(spec)
+    """Secrets are hidden where a command could see them: ~/.cargo is shown read-only (a
+    toolchain home), so its credentials are masked there. The home itself is never shown
+    whole (nor is a dir holding it or an allowed dir)."""
+    (scratch.home / ".cargo" / "bin").mkdir(parents=True)
+    (scratch.home / ".cargo" / "credentials.toml").write_text(SECRET)
+    hidden = hidden_paths(spec_for("bwrap", scratch))
     for needed in ("/etc", "/sys", "/proc", "/dev", "/usr"):
         assert needed not in hidden
-    assert str(scratch.home / ".ssh") in hidden
-    assert str(scratch.home / ".netrc") in hidden
-    assert hidden_paths(spec_for("bwrap", scratch)) == []  # an unshown home needs no mask
+    assert hidden == [str(scratch.home / ".cargo" / "credentials.toml")]
+    whole = dataclasses.replace(spec_for("bwrap", scratch), read_only=(str(scratch.home),))
+    assert str(scratch.home) not in shown_trees(whole, "")
 
 
 def test_read_rules_cut_hidden_paths_out_of_the_tree(tmp_path: Path) -> None:

@@ -169,8 +169,12 @@ def confined(
         if config.network:
             bwrap.insert(bwrap.index("--unshare-all") + 1, "--share-net")
         # The environment goes to bwrap itself (which passes it on), not as --setenv
-        # arguments: a command line is readable by every user of the machine.
-        return [*_without_setenv(bwrap), program, *argv[1:]], (), inner
+        # arguments: a command line is readable by every user of the machine. bwrap starts
+        # under cli/landlock.py's memory filter, as a command's does.
+        # No "parent": bwrap's own --die-with-parent stands for it, as it did before.
+        plan: dict[str, Any] = {"env": inner, "parent": None, "rlimits": {}, "landlock": None}
+        plan["seccomp"] = "memory"
+        return _through_launcher(plan, [*_without_setenv(bwrap), program, *argv[1:]], inner)
     if config.network:
         raise McpError("network: true needs sandbox: bwrap (Landlock's filter allows no sockets)")
     problem = sandbox.landlock_problem()
@@ -184,12 +188,22 @@ def confined(
         "rlimits": {},
         "landlock": {"rules": sandbox.landlock_rules(spec, scratch, env.get("PATH", ""))},
     }
+    return _through_launcher(plan, [program, *argv[1:]], inner)
+
+
+def _through_launcher(
+    plan: dict[str, Any], argv: list[str], env: dict[str, str]
+) -> tuple[list[str], tuple[int, ...], dict[str, str]]:
+    """`argv` started by cli/landlock.py, which applies `plan` first (it reads it from a
+    descriptor the server inherits), and the descriptors to pass."""
+    from cli import sandbox
+
     fd = sandbox.plan_fd(json.dumps(plan).encode())
     os.set_inheritable(fd, True)
     script = os.path.join(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "landlock.py"
     )
-    return [sys.executable, "-I", "-S", script, str(fd), "--", program, *argv[1:]], (fd,), inner
+    return [sys.executable, "-I", "-S", script, str(fd), "--", *argv], (fd,), env
 
 
 def _without_setenv(argv: list[str]) -> list[str]:

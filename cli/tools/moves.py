@@ -130,8 +130,8 @@ def _look_through(
                 if caution is None and (configures(here) or configures(there)):
                     caution = (
                         f"{shown} holds {ctx.show(here)}, an execution surface or a dot-entry "
-                        "here or after the move (its content makes code run later or "
-                        "configures a program), so a person must confirm"
+                        "(its content makes code run later or configures a program), so a "
+                        "person must confirm"
                     )
                 if not is_dir:
                     continue
@@ -156,7 +156,7 @@ def _look_through(
 def _unseen(shown: str, relative: str, exc: OSError | None) -> str:
     why = f": {exc.strerror}" if exc is not None and exc.strerror else ""
     where = f"{shown}/{relative.rstrip('/')}" if relative else shown
-    return f"{where} could not be looked into{why}, so a person must confirm the move"
+    return f"{where} could not be looked into{why}, so a person must confirm"
 
 
 # -- the tool -------------------------------------------------------------------------------------
