@@ -82,6 +82,10 @@ class Change:
     # The step that made it: the agent's turn, or the one undo or redo that recorded it.
     turn: str = ""
     kept: int | None = None  # bytes the backup holds, measured when recorded
+    # The sha256 of a file backup's content, when known as it was kept (an overwrite's blob):
+    # undo checks a backup against its size and this before it restores anything. None in
+    # records written before it existed, and for trees and moved-away files (size only).
+    kept_sha256: str | None = None
     evicted: bool = False  # the backup was dropped to stay under max_backup_bytes
 
     @property
@@ -523,9 +527,11 @@ class Backup:
     def __init__(self, store: ChangeStore) -> None:
         self.store = store
         self.name: str | None = None
+        self.sha256: str | None = None  # of what was kept
 
     def __call__(self, old: bytes, _mode: int) -> None:
         self.name = self.store.keep(old)
+        self.sha256 = sha256(old)
 
 
 # -- the journal as an undo stack ---------------------------------------------------------------
@@ -648,6 +654,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "session": _TEXT,
     "turn": _TEXT,
     "kept": _NUMBER + _NONE,
+    "kept_sha256": _TEXT + _NONE,
 }
 _REQUIRED = ("id", "tool", "action", "path")
 _JSON_KINDS = {

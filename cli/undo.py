@@ -299,7 +299,7 @@ def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Chang
         os.chmod(change.path, change.mode, follow_symlinks=False)
     return _record(
         store, change, size=len(old), mode=written.old_mode, backup=backup.name,
-        after=sha256(old),
+        after=sha256(old), kept_sha256=backup.sha256,
     )  # fmt: skip
 
 

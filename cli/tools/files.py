@@ -165,7 +165,7 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
                 tool,
                 "create" if written.created else "overwrite",
                 path=path, size=len(data), mode=written.old_mode,
-                backup=backup.name, after=sha256(data),
+                backup=backup.name, after=sha256(data), kept_sha256=backup.sha256,
             )
         )  # fmt: skip
         result["change"] = change.id
