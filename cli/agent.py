@@ -651,6 +651,8 @@ class Agent:
         )
         if crossing.refusal:
             return Decision("deny", crossing.refusal, "move_boundary", paths=decision.paths)
+        if crossing.unseen and not moving:
+            return decision  # a delete goes to the trash whatever its depth: nothing planted
         if crossing.caution and not (decision.action == "ask" and decision.needs_human):
             return dataclasses.replace(
                 decision,

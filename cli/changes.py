@@ -6,10 +6,18 @@ own session (this `agent run`, this `agent chat`): when the store cannot hold on
 dropping one of those, it goes over its limit instead, and the agent asks a person before any
 change that would need that (cli/tools/preflight.py).
 
-    journal.jsonl      one JSON record per change, append-only
+    journal.jsonl      one JSON record per change, append-only; `{"void": ID}` says change
+                       ID was recorded but never made (it failed, or its process died first)
     blobs/ID           the content a change replaced
     trash/ID/NAME      what a change deleted (a file, a link, or a whole tree)
     pending/MARKER     a write in flight: the temp file to remove if we die mid-way
+    pending/M.change   a change in flight: how the next start tells whether it was made
+
+Write-ahead (`committing`): a change is recorded, durably, before the step that makes it (a
+rename), under the store's lock, which is held until that step is done: at every instant the
+file is either unchanged, or changed and recorded. A change that fails is voided at once; one
+whose process died mid-way is looked at by the next process to open the store (`_recover`),
+which voids it if it was not made, and puts back what a half-done move displaced.
 
 An undo is a change like any other, recorded with what it replaced: undoing it redoes. Read
 together (`Timeline`), the journal is an editor's undo stack: each change of the agent's is
@@ -38,7 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cli.backends.messages import JSONTooDeep, loads_json
-from cli.errors import StateCorrupt
+from cli.errors import StateCorrupt, Unrecorded
 from cli.stored import (
     MAX_JOURNAL_BYTES,
     MAX_NOTE_BYTES,
@@ -100,6 +108,59 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+Identity = tuple[int, int]  # device and inode
+
+
+def identity(info: os.stat_result | None) -> Identity | None:
+    return None if info is None else (info.st_dev, info.st_ino)
+
+
+@dataclass(frozen=True)
+class Check:
+    """How a later process tells whether a change in flight when its process died was made,
+    from the entry at `path`:
+
+    replace  made when an entry is there that is not `was` (an overwrite renames a new inode
+             over the old; a create makes one where there was none)
+    remove   made when `was` is no longer there (a delete moved it to the trash)
+    arrive   made when `was` is there (a move: the source's inode at the destination)
+    make     made when an entry is there (a mkdir)
+
+    `back`: a rename (from, to) to undo when it was not made: a move over an existing entry
+    moves that one to the trash first, and it comes back if the move itself never happened."""
+
+    kind: Literal["replace", "remove", "arrive", "make"]
+    path: str
+    was: Identity | None = None
+    back: tuple[str, str] | None = None
+
+    def made(self) -> bool:
+        try:
+            now: Identity | None = identity(os.lstat(self.path))
+        except OSError:
+            now = None
+        if self.kind == "replace":
+            return now is not None and now != self.was
+        if self.kind == "remove":
+            return now != self.was
+        if self.kind == "arrive":
+            return now is not None and now == self.was
+        return now is not None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "was": self.was, "back": self.back}
+
+    @staticmethod
+    def from_json(data: Any) -> Check:
+        """A marker's check, read back as untrusted: ValueError/TypeError/KeyError if odd."""
+        kind, path, was, back = data["kind"], data["path"], data["was"], data["back"]
+        if kind not in ("replace", "remove", "arrive", "make") or not isinstance(path, str):
+            raise ValueError("not a check")
+        pair = (int(was[0]), int(was[1])) if was is not None else None
+        moved = (str(back[0]), str(back[1])) if back is not None else None
+        return Check(kind, path, pair, moved)
+
+
 @dataclass
 class ChangeStore:
     """The journal and its backups. Every method takes the store's lock, so two agents in
@@ -119,6 +180,7 @@ class ChangeStore:
     # A session made here has no change before this process started: the journal's summary
     # (journal.index) then says all a write needs, without reading the journal.
     _fresh: bool = field(default=False, init=False, repr=False)
+    _recovered: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.session:
@@ -135,28 +197,138 @@ class ChangeStore:
         """Store the content a change is about to replace; its name for `Change.backup`.
         Called before the change, so a crash in between loses nothing."""
         blob = self.root / "blobs" / f"{int(self.clock() * 1000)}-{os.urandom(4).hex()}"
-        _write_private(blob, content)
+        try:
+            _write_private(blob, content)
+        except OSError as exc:
+            _unlink(blob)  # a short blob is no backup
+            raise self._unrecorded(exc) from None
         return self.relative(blob)
 
     def record(self, change: Change) -> Change:
-        """Append `change` with its id and time filled in; drop old backups if over size
-        (never this session's: see `_evict`)."""
+        """Append `change` with its id and time filled in, for a change already made (one
+        that cannot fail half-way: see `committing` for the rest); drop old backups if over
+        size (never this session's: see `_evict`)."""
         with self._locked():
-            number = self._indexed().last_id + 1
-            stamp = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
-            change = replace(
-                change,
-                id=number,
-                time=stamp,
-                session=change.session or self.session,
-                turn=change.turn or self.turn,
-            )
-            if change.backup is not None and change.kept is None:
-                change = replace(change, kept=self._size(change.backup))
+            change = self._stamped(change)
             self._append(change)
             self._evict()
             self._save_summary()
             return change
+
+    @contextlib.contextmanager
+    def committing(self, change: Change, check: Check) -> Iterator[Change]:
+        """Write-ahead: record `change` durably, then run the body (the step that makes it,
+        and the last look before it), under the store's lock: two agents cannot interleave
+        their last look and rename. If the body raises, the record is voided; if this process
+        dies inside, a marker tells the next one (`_recover`). Raises Unrecorded, before
+        anything is done, when the record cannot be written (a full disk)."""
+        with self._locked():
+            change = self._stamped(change)
+            marker = self._mark(change, check)
+            try:
+                self._append(change)
+            except BaseException:
+                _unlink(marker)
+                raise
+            try:
+                yield change
+            except Exception:
+                # The body raises before its rename (a conflict, a full disk): not made.
+                if self._void(change):
+                    _unlink(marker)  # else the next start tries again
+                raise
+            except BaseException:
+                # A Ctrl-C may land just after the rename: the file says whether it was.
+                if check.made() or self._void(change):
+                    _unlink(marker)
+                raise
+            _unlink(marker)
+            self._evict()
+            self._save_summary()
+
+    def _stamped(self, change: Change) -> Change:
+        """`change` with its id (one more than the journal's last, as the index and the
+        journal's own last lines say), time, session, turn and backup size. Under the lock."""
+        number = max(self._indexed().last_id, self._last_id_written()) + 1
+        stamp = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
+        change = replace(
+            change,
+            id=number,
+            time=stamp,
+            session=change.session or self.session,
+            turn=change.turn or self.turn,
+        )
+        if change.backup is not None and change.kept is None:
+            change = replace(change, kept=self._size(change.backup))
+        return change
+
+    def _mark(self, change: Change, check: Check) -> Path:
+        """The marker of a change in flight (not fsynced: a kill leaves it in the page
+        cache; after a power loss the record may stand for a change not made)."""
+        marker = self.root / "pending" / f"{os.getpid()}-{os.urandom(6).hex()}.change"
+        note = {"change": change.id, "session": change.session, "check": check.as_json()}
+        _write_private(marker, json.dumps(note).encode(), sync=False)
+        return marker
+
+    def _void(self, change: Change) -> bool:
+        """Record that `change` was never made, and drop the blob kept for it (a trash slot
+        it was to fill stays, empty: its owner removes it). False if the journal could not
+        take the line."""
+        try:
+            self._append({"void": change.id})
+        except Unrecorded:
+            return False
+        if change.backup and change.backup.startswith("blobs/"):
+            with contextlib.suppress(OSError, ValueError):
+                self._drop(change.backup)
+        return True
+
+    def _recover(self) -> None:
+        """The changes whose process died while they were in flight: each that was not made
+        is voided (and what a half-done move displaced put back). Under the lock, once per
+        store: the first operation of a process does it."""
+        try:
+            markers = [m for m in (self.root / "pending").iterdir() if m.suffix == ".change"]
+        except OSError:
+            return
+        for marker in markers:
+            pid = marker.name.split("-", 1)[0]
+            if not pid.isdigit() or _alive(int(pid)):
+                continue
+            try:
+                note = parse_json(read_capped(marker, MAX_NOTE_BYTES))
+                number, session = int(note["change"]), str(note["session"])
+                check = Check.from_json(note["check"])
+            except (OSError, ValueError, TypeError, KeyError, IndexError):
+                _unlink(marker)  # not one of ours to act on
+                continue
+            change = self._indexed(complete=True).changes.get(number)
+            if change is not None and change.session == session and not check.made():
+                _put_back(check, (self.root / "trash").resolve())
+                if not self._void(change):
+                    continue  # the marker stays for the next start
+            _unlink(marker)
+
+    def _last_id_written(self) -> int:
+        """The highest id the journal's last lines name (records, voids, evictions): ids come
+        from the journal itself, never only from journal.index, which may disagree."""
+        try:
+            fd = os.open(self.journal, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return 0
+        try:
+            size = os.fstat(fd).st_size
+            for span in (64 * 1024, 2 * MAX_RECORD_BYTES + 2):
+                start = max(0, size - span)
+                tail = os.pread(fd, size - start, start)
+                lines = tail.split(b"\n")[1 if start else 0 : -1]
+                numbers = [_named_id(line) for line in lines]
+                found = [n for n in numbers if n is not None]
+                if found or start == 0:
+                    return max(found, default=0)
+            return 0
+        finally:
+            os.close(fd)
 
     def new_turn(self) -> str:
         """Start a turn (Agent.run does, for each message): the changes recorded until the
@@ -225,8 +397,8 @@ class ChangeStore:
             return 0
         for marker in markers:
             pid = marker.name.split("-", 1)[0]
-            if not pid.isdigit() or _alive(int(pid)):
-                continue
+            if marker.suffix == ".change" or not pid.isdigit() or _alive(int(pid)):
+                continue  # a change in flight is _recover's (under the lock)
             with contextlib.suppress(OSError, ValueError, TypeError, LookupError):
                 note = parse_json(read_capped(marker, MAX_NOTE_BYTES))
                 temp = str(note["temp"])
@@ -272,6 +444,9 @@ class ChangeStore:
         fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            if not self._recovered:
+                self._recovered = True
+                self._recover()
             yield
         finally:
             os.close(fd)
@@ -358,6 +533,17 @@ class ChangeStore:
             return True  # a line torn by a crash and appended to since: it never completed
         if not isinstance(data, dict):
             raise _BadLine("not a record (a JSON object)")
+        if data.get("void") is not None:
+            number = data["void"]
+            if not isinstance(number, int) or isinstance(number, bool):
+                raise _BadLine("void is not a change's id")
+            old = index.changes.get(number)
+            if old is None:
+                return index.complete or number > index.last_id
+            if old.backup and not old.evicted:
+                index.forget(old, self._kept(old), self._protected(old))
+            del index.changes[number]
+            return True
         if data.get("evict") is not None:
             number = data["evict"]
             if not isinstance(number, int) or isinstance(number, bool):
@@ -440,24 +626,43 @@ class ChangeStore:
             pass  # the next process reads the journal instead
 
     def _append(self, record: Change | dict[str, Any]) -> None:
+        """One line, whole and durable, or none: a short or failed write (a full disk) is cut
+        back off and raises Unrecorded, so the journal never holds half a line that the next
+        append would glue a record onto."""
         data = asdict(record) if isinstance(record, Change) else record
         if isinstance(record, Change):
             data.pop("evicted")
         line = (json.dumps(data, ensure_ascii=True) + "\n").encode("utf-8")
-        fd = os.open(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.journal, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise self._unrecorded(exc) from None
         try:
             end = os.fstat(fd).st_size
             if end and os.pread(fd, 1, end - 1) != b"\n":
                 # A line torn by a crash stays torn (and passed over); this record starts a
                 # line of its own instead of completing it into one that is not JSON.
                 line = b"\n" + line
-            os.write(fd, line)
-            os.fsync(fd)
+            try:
+                _write_all(fd, line)
+                os.fsync(fd)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, end)
+                    os.fsync(fd)
+                raise self._unrecorded(exc) from None
             created = end == 0
         finally:
             os.close(fd)
         if created:  # the journal's first line: its entry in the directory made durable too
             _fsync_dir(self.journal.parent)
+
+    def _unrecorded(self, exc: OSError) -> Unrecorded:
+        why = exc.strerror or str(exc)
+        return Unrecorded(
+            f"the change store ({self.root}) could not record the change ({why}), so it was "
+            "not made: free some space there, or set policy.limits.max_backup_bytes lower"
+        )
 
     def _evict(self) -> None:
         """Drop the oldest backups until the store fits in `max_bytes`, never one of this
@@ -532,6 +737,28 @@ class Backup:
     def __call__(self, old: bytes, _mode: int) -> None:
         self.name = self.store.keep(old)
         self.sha256 = sha256(old)
+
+
+class Commit:
+    """fsops' `commit` hook: records the change `make` builds from the entry it acts on (and
+    whether its old content was kept) before the step that makes it (ChangeStore.committing),
+    and remembers what it recorded (`change`; None until then)."""
+
+    def __init__(
+        self,
+        store: ChangeStore,
+        make: Callable[[os.stat_result | None, bool], tuple[Change, Check]],
+    ) -> None:
+        self.store = store
+        self.make = make
+        self.change: Change | None = None
+
+    @contextlib.contextmanager
+    def __call__(self, entry: os.stat_result | None, kept: bool) -> Iterator[None]:
+        change, check = self.make(entry, kept)
+        with self.store.committing(change, check) as recorded:
+            self.change = recorded
+            yield
 
 
 # -- the journal as an undo stack ---------------------------------------------------------------
@@ -704,6 +931,42 @@ def backup_parts(backup: str) -> tuple[str, ...]:
     if shape != len(parts) or any(p in ("", ".", "..") or "\x00" in p for p in parts):
         raise ValueError(f"{backup!r} is not a backup of this store")
     return parts
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def _named_id(line: bytes) -> int | None:
+    """The id a journal line names (a record's, or a void's or an eviction's), if it is one
+    of ours; None for anything else (a torn line, odd JSON)."""
+    if not line.startswith(b"{") or len(line) > MAX_RECORD_BYTES:
+        return None
+    try:
+        data = loads_json(line, MAX_STORED_DEPTH)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    number = next((data[k] for k in ("id", "void", "evict") if k in data), None)
+    if isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= 2**62:
+        return number
+    return None
+
+
+def _put_back(check: Check, trash: Path) -> None:
+    """Undo the rename `check.back` names (a displaced entry back from our `trash`), if it
+    is still there and its place is free; never over anything, never from elsewhere (the
+    marker is read as untrusted)."""
+    if check.back is None:
+        return
+    source, place = check.back
+    inside = os.path.realpath(os.path.dirname(source)).startswith(str(trash) + os.sep)
+    if not inside or not os.path.lexists(source) or os.path.lexists(place):
+        return
+    with contextlib.suppress(OSError):
+        os.rename(source, place)
 
 
 def _alive(pid: int) -> bool:

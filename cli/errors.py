@@ -39,6 +39,11 @@ class StateCorrupt(AgentError):
     always was."""
 
 
+class Unrecorded(AgentError):
+    """The change store could not record a change (a full disk, a read-only state dir): the
+    change is not made, since it could not be taken back. Exit 1."""
+
+
 class OllamaError(AgentError):
     """Anything that went wrong talking to the model server."""
 

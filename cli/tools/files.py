@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
-from cli.changes import Backup, Change, sha256
+from cli.changes import Backup, Change, Check, Commit, identity, sha256
+from cli.errors import Unrecorded
 from cli.paths import ResolvedPath
 from cli.tools import fsops, gate
 from cli.tools.base import Result, ToolContext, ToolError
@@ -137,6 +139,19 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
     ctx.deadline.check()  # the last safe point: from here on the write is done whole
     store = ctx.changes
     backup = Backup(store) if store else None
+
+    def change_of(old: os.stat_result | None, kept: bool) -> tuple[Change, Check]:
+        """What the write is, recorded before it is made (write-ahead)."""
+        assert backup is not None
+        change = Change(
+            tool, "create" if old is None else "overwrite",
+            path=path, size=len(data), mode=stat.S_IMODE(old.st_mode) & 0o777 if old else None,
+            backup=backup.name if kept else None, after=sha256(data),
+            kept_sha256=backup.sha256 if kept else None,
+        )  # fmt: skip
+        return change, Check("replace", path, identity(old))
+
+    commit = Commit(store, change_of) if store else None
     try:
         written = fsops.write(
             fsops.target(ctx, path, checked.file),
@@ -147,8 +162,9 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
             pending=store.pending if store else None,
             # Only what a person agreed to lose (cli/tools/preflight.py) goes unkept.
             lose=ctx.consent.take(path),
+            commit=commit,
         )
-    except (ToolError, OSError):
+    except (ToolError, OSError, Unrecorded):
         if store and backup and backup.name:
             store.discard(backup.name)  # kept for a write that did not happen
         raise
@@ -159,16 +175,8 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
         "bytesWritten": len(data),
         "created": written.created,
     }
-    if store and backup:
-        change = store.record(
-            Change(
-                tool,
-                "create" if written.created else "overwrite",
-                path=path, size=len(data), mode=written.old_mode,
-                backup=backup.name, after=sha256(data), kept_sha256=backup.sha256,
-            )
-        )  # fmt: skip
-        result["change"] = change.id
+    if commit and commit.change:
+        result["change"] = commit.change.id
         if not written.created and not written.backed_up:
             result["note"] = (
                 "the old content was too large to keep (the user agreed): this cannot be undone"

@@ -29,6 +29,7 @@ import os
 import platform
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -113,6 +114,13 @@ Gate = Callable[[os.stat_result], None]
 KeepOld = Callable[[bytes, int], None]
 # (directory, temp name) → held while a temp file may exist, so a crash can be cleaned up.
 Pending = Callable[[str, str], AbstractContextManager[None]]
+# The change store's write-ahead (cli/changes.py `Commit`), given the entry the change acts
+# on as it was (None: nothing there) and whether its old content is kept for undo: held
+# around the last look and the rename that make the change, which it records first.
+Commit = Callable[[os.stat_result | None, bool], AbstractContextManager[object]]
+# A save in the same tick of a file system's clock can leave size and mtime as they were:
+# a file changed this recently is compared by content before it is replaced (2 s: FAT's).
+_SAME_TICK = 2.0
 
 
 @dataclass(frozen=True)
@@ -419,6 +427,7 @@ def write(
     backup_limit: int = 0,
     pending: Pending | None = None,
     lose: Fingerprint | None = None,
+    commit: Commit | None = None,
 ) -> Written:
     """Replace target with `data` atomically, creating missing parent directories.
 
@@ -428,6 +437,8 @@ def write(
     pending       held around the temp file's life, for crash clean-up
     lose          the old file a person agreed to lose (too large to keep): only that very
                   file, unchanged since, is replaced without a backup
+    commit        records the change before the rename (write-ahead), which happens only if
+                  the file is still what was backed up (`_still`): else a Conflict
     """
     if not target.parts:
         raise ToolError(f"{target.shown} is a directory; give a file path")
@@ -437,6 +448,7 @@ def write(
             dir_fd, name, data, target.shown, target.checked,
             expect=expect, backup=backup, backup_limit=backup_limit,
             pending=(lambda temp: pending(directory, temp)) if pending else None, lose=lose,
+            commit=commit,
         )  # fmt: skip
 
 
@@ -844,6 +856,7 @@ def _write_at(
     backup_limit: int = 0,
     pending: Callable[[str], AbstractContextManager[None]] | None = None,
     lose: Fingerprint | None = None,
+    commit: Commit | None = None,
 ) -> Written:
     try:
         old: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -868,11 +881,12 @@ def _write_at(
     # The old permissions without set-id bits: the kernel drops those on any write, too.
     mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
     backed_up = False
+    kept: bytes | None = None
     if old is not None and backup is not None:
         if old.st_size <= backup_limit:
             # read_at refuses a file that grows past the limit while it is read: not replaced.
-            kept = read_at(dir_fd, name, shown, backup_limit, checked)
-            backup(kept.data, mode)  # before the rename: a crash after it loses nothing
+            kept = read_at(dir_fd, name, shown, backup_limit, checked).data
+            backup(kept, mode)  # before the rename: a crash after it loses nothing
             backed_up = True
         elif lose is None or Fingerprint.of(old) != lose:
             # The backstop: what was checked before asking fitted (or was another file); a
@@ -882,8 +896,56 @@ def _write_at(
                 f"({human_size(backup_limit)}, policy.limits.max_backup_bytes); not "
                 "overwritten, since its old content could not be kept for undo"
             )
-    fingerprint = _replace(dir_fd, name, data, mode, pending)
+
+    def last_step() -> AbstractContextManager[object]:
+        """The write-ahead record (if any) and, inside it, the last look before the rename."""
+        step = commit(old, backed_up) if commit else nullcontext()
+        return _checked_by(step, lambda: _still(dir_fd, name, old, kept, shown))
+
+    fingerprint = _replace(dir_fd, name, data, mode, pending, last_step)
     return Written(old is None, fingerprint, mode if old else None, backed_up)
+
+
+@contextmanager
+def _checked_by(outer: AbstractContextManager[object], look: Callable[[], None]) -> Iterator[None]:
+    with outer:
+        look()
+        yield
+
+
+def _still(
+    dir_fd: int, name: str, old: os.stat_result | None, kept: bytes | None, shown: str
+) -> None:
+    """The last look before a rename replaces `name`: it is still the file that was looked
+    at (and backed up) — same inode, size, change and modification times, and, if it was
+    changed within the last tick of a file system's clock, the same content — or nothing
+    if nothing was there. A save by someone else in between (another agent, an editor) is a
+    Conflict: replacing it would lose it, since no backup holds it."""
+    try:
+        now: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        now = None
+    hint = "read it again and redo the change on what it holds now"
+    if old is None:
+        if now is not None:
+            raise Conflict(f"{shown} was created by someone else while it was being written", hint)
+        return
+    if now is None:
+        raise Conflict(f"{shown} was deleted while it was being written", hint)
+    if _stat_key(now) != _stat_key(old) or (
+        kept is not None
+        and time.time() - now.st_mtime < _SAME_TICK
+        and read_at(dir_fd, name, shown, len(kept)).data != kept
+    ):
+        raise Conflict(
+            f"{shown} changed on disk while it was being written (someone saved it meanwhile); "
+            "nothing was written",
+            hint,
+        )
+
+
+def _stat_key(info: os.stat_result) -> tuple[int, ...]:
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _replace(
@@ -892,11 +954,13 @@ def _replace(
     data: bytes,
     mode: int,
     pending: Callable[[str], AbstractContextManager[None]] | None = None,
+    last_step: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> Fingerprint:
     """Write a temp file beside `name`, fsync, rename over, fsync the directory: the file is
     wholly old or wholly new whatever happens. The rename replaces whatever entry is at `name`
     (a symlink planted there is replaced, not followed). `pending` is held while the temp
-    file exists, so that a kill -9 leaves a note of what to clean up."""
+    file exists, so that a kill -9 leaves a note of what to clean up; `last_step` around the
+    rename and the directory's fsync (the write-ahead record and the last look)."""
     temp = f"{TEMP_PREFIX}{name[:40]}.{os.getpid()}-{os.urandom(4).hex()}"
     with pending(temp) if pending else nullcontext():
         # One handler around everything up to the rename: a Ctrl-C lands between any two
@@ -915,13 +979,14 @@ def _replace(
             written = os.fstat(fd)
             fd, closing = -1, fd
             os.close(closing)
-            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            with last_step() if last_step else nullcontext():
+                os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                _fsync_dir(dir_fd)  # durable before the change is no longer in flight
         except BaseException:
             if fd >= 0:
                 os.close(fd)
             _unlink_quietly(dir_fd, temp)
             raise
-    _fsync_dir(dir_fd)
     return Fingerprint.of(written)
 
 

@@ -45,6 +45,9 @@ class Crossing:
 
     refusal: str | None = None  # why it must not move at all
     caution: str | None = None  # why only a person may let it move
+    # The caution is that the tree could not be looked through whole (too many entries,
+    # too deep, unreadable), not something found in it.
+    unseen: bool = False
 
 
 def boundary(
@@ -73,11 +76,13 @@ def boundary(
     except DeadlineExceeded as exc:
         return Crossing(
             caution=f"{shown} could not be looked through within policy.limits.tool_seconds "
-            f"({exc.deadline.seconds:g} s), so a person must confirm"
+            f"({exc.deadline.seconds:g} s), so a person must confirm",
+            unseen=True,
         )
     except (ToolError, OSError) as exc:
         return Crossing(
-            caution=f"{shown} could not be looked through ({exc}), so a person must confirm"
+            caution=f"{shown} could not be looked through ({exc}), so a person must confirm",
+            unseen=True,
         )
 
 
@@ -90,7 +95,8 @@ def _look_through(
     ctx: ToolContext,
 ) -> Crossing:
     shown = ctx.show(source)
-    caution: str | None = None
+    caution: str | None = None  # something found in the tree
+    unseen: str | None = None  # a part of it that could not be looked through
     seen = 0
     stack: list[tuple[int, str, int]] = [(os.dup(top), "", 1)]  # (fd, relative dir, depth)
     try:
@@ -101,7 +107,7 @@ def _look_through(
                 with os.scandir(fd) as it:
                     names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
             except OSError as exc:
-                caution = caution or _unseen(shown, relative, exc)
+                unseen = unseen or _unseen(shown, relative, exc)
                 os.close(fd)
                 continue
             for name, is_dir in names:
@@ -111,13 +117,11 @@ def _look_through(
                     raise DeadlineExceeded(ctx.deadline)
                 if seen > MAX_CHECKED_ENTRIES:
                     os.close(fd)
-                    return Crossing(
-                        caution=caution
-                        or (
-                            f"{shown} holds more than {MAX_CHECKED_ENTRIES} entries to look "
-                            "through, so a person must confirm"
-                        )
+                    unseen = unseen or (
+                        f"{shown} holds more than {MAX_CHECKED_ENTRIES} entries to look "
+                        "through, so a person must confirm"
                     )
+                    return Crossing(caution=caution or unseen, unseen=caution is None)
                 inner = f"{relative}{name}"
                 here, there = os.path.join(source, inner), os.path.join(destination, inner)
                 if hides(here) or hides(there):
@@ -136,21 +140,21 @@ def _look_through(
                 if not is_dir:
                     continue
                 if depth >= MAX_WALK_DEPTH:
-                    caution = caution or (
+                    unseen = unseen or (
                         f"{shown} nests deeper than {MAX_WALK_DEPTH} levels to look through, so "
                         "a person must confirm"
                     )
                     continue
                 sub = fsops.open_subdir(fd, name)
                 if sub is None:
-                    caution = caution or _unseen(shown, inner, None)
+                    unseen = unseen or _unseen(shown, inner, None)
                     continue
                 stack.append((sub, inner + "/", depth + 1))
             os.close(fd)
     finally:
         for fd, _, _ in stack:
             os.close(fd)
-    return Crossing(caution=caution)
+    return Crossing(caution=caution or unseen, unseen=caution is None and unseen is not None)
 
 
 def _unseen(shown: str, relative: str, exc: OSError | None) -> str:
