@@ -514,18 +514,9 @@ def test_a_server_ping_is_answered(tmp_path: Path) -> None:
 # -- the sandbox -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("kind", "network"), [("bwrap", False), ("bwrap", True), ("landlock", False)]
-)
-def test_a_sandboxed_server_writes_only_in_the_allowed_dirs(
-    run_cli: RunCli,
-    ollama: FakeOllama,
-    workspace: Path,
-    tmp_path: Path,
-    home: Path,
-    kind: str,
-    network: bool,
-) -> None:
+def sandboxed(workspace: Path, kind: str, network: bool = False) -> str:
+    """A config with the scripted server as `s`, confined by `kind` (skipped where that
+    cannot run), its script (recording what it receives) in the workspace; returns its path."""
     from cli import sandbox
 
     problem = sandbox.bwrap_problem() if kind == "bwrap" else sandbox.landlock_problem()
@@ -545,7 +536,22 @@ def test_a_sandboxed_server_writes_only_in_the_allowed_dirs(
         "sandbox": kind,
         "network": network,
     }
-    cfg = config(workspace, {"s": server}, ALLOW + "  blocked_dirs: [/etc/shadow]\n")
+    return config(workspace, {"s": server}, ALLOW + "  blocked_dirs: [/etc/shadow]\n")
+
+
+@pytest.mark.parametrize(
+    ("kind", "network"), [("bwrap", False), ("bwrap", True), ("landlock", False)]
+)
+def test_a_sandboxed_server_writes_only_in_the_allowed_dirs(
+    run_cli: RunCli,
+    ollama: FakeOllama,
+    workspace: Path,
+    tmp_path: Path,
+    home: Path,
+    kind: str,
+    network: bool,
+) -> None:
+    cfg = sandboxed(workspace, kind, network)
     port = int(ollama.url.rsplit(":", 1)[1])
     outside = REPO / "tests" / f".outside-{os.getpid()}-{kind}-{network}"  # not under /tmp
     calls = [
@@ -565,6 +571,29 @@ def test_a_sandboxed_server_writes_only_in_the_allowed_dirs(
         assert connect == "connected"
     else:
         assert connect.startswith("refused")
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "landlock"])
+def test_a_sandboxed_server_outlives_the_thread_that_started_it(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, kind: str
+) -> None:
+    """Found under load: a sandboxed server dies with its parent (--die-with-parent,
+    PR_SET_PDEATHSIG), and the kernel's parent is the thread that forked it. Each server is
+    started from a thread of its own that ends after the handshake: the server was SIGKILLed
+    then, and the first call either restarted it (its one restart used up) or, on a busy
+    machine, reached it before the signal did and failed with 'killed by signal 9'."""
+    cfg = sandboxed(workspace, kind)
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("mcp__s__pid", {})]),
+        reply(tool_calls=[tool_call("mcp__s__pid", {})]),
+        reply("done"),
+    )
+    r = run_cli("run", "-c", cfg, "go")
+    assert r.code == 0, r.stderr
+    first, second = (sent_results(ollama, step)[-1] for step in (1, 2))
+    assert first["success"] and first["content"] == second["content"], (first, second)
+    methods = [m.get("method") for m in received(workspace)]
+    assert methods.count("initialize") == 1, methods  # started once, never restarted
 
 
 def test_landlock_has_no_network_switch(run_cli: RunCli, workspace: Path, tmp_path: Path) -> None:

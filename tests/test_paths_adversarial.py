@@ -812,8 +812,10 @@ def test_a_255_byte_name_is_written_with_a_shorter_temp_name(agent: Agent, works
 
 
 def test_a_path_deeper_than_path_max_is_reached_by_fds(agent: Agent, workspace: Path) -> None:
-    # The absolute form is longer than PATH_MAX; only a walk by dir fds can reach it.
-    deep = DEEP_PATH + "f.txt"
+    # The absolute form is longer than PATH_MAX; only a walk by dir fds can reach it. As given
+    # the path is exactly PATH_MAX long, so that holds under any workspace dir (with
+    # "f.txt" at the end, a --basetemp under 21 characters made it 4095 long).
+    deep = DEEP_PATH + "f" * (4096 - len(DEEP_PATH))
     assert len(str(workspace / deep)) > 4096
     try:
         assert agent.ok("write_file", {"path": deep, "content": "deep\n"})["created"] is True

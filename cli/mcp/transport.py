@@ -18,7 +18,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import IO, Any
+from concurrent.futures import Future
+from typing import IO, Any, TypeVar
 
 import requests
 
@@ -30,6 +31,42 @@ MAX_BODY = 16 * 1024 * 1024  # one HTTP answer (an event stream: one event)
 MAX_LOG = 10 * 1024 * 1024  # of a server's stderr and stray stdout kept each time it starts
 KILL_AFTER = 2.0  # seconds between SIGTERM and SIGKILL at shutdown
 MAX_RESUMES = 5  # times an event stream that ended early is resumed
+
+T = TypeVar("T")
+_spawns: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+_spawner: threading.Thread | None = None
+_spawner_lock = threading.Lock()
+
+
+def from_a_lasting_thread(start: Callable[[], T]) -> T:
+    """`start()` (which forks a server) run by a thread that lives as long as the agent.
+
+    A sandboxed server dies with its parent (bwrap's --die-with-parent, landlock.py's
+    PR_SET_PDEATHSIG), and to the kernel its parent is the *thread* that forked it, not our
+    process: each server is started by a thread of its own (McpServers.start), which ends
+    after the handshake, and the server was SIGKILLed then. So a thread that ends forks no
+    server: the main thread (it ends only with the process; Ctrl-C reaches it there, with no
+    fork handed over and lost) forks for itself, any other hands the fork to one daemon
+    thread that never ends before the process does."""
+    if threading.current_thread() is threading.main_thread():
+        return start()
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = threading.Thread(target=_spawn_forever, daemon=True, name="mcp-spawner")
+            _spawner.start()
+    done: Future[T] = Future()
+    _spawns.put((start, done))
+    return done.result()
+
+
+def _spawn_forever() -> None:
+    while True:
+        start, done = _spawns.get()
+        try:
+            done.set_result(start())
+        except BaseException as exc:  # the caller's to handle, as if it had called start()
+            done.set_exception(exc)
 
 
 class Transport:
@@ -78,15 +115,17 @@ class Stdio(Transport):
         self._logged = 0
         start = popen or subprocess.Popen
         try:
-            self.proc = start(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=dict(env),
-                cwd=cwd,
-                start_new_session=True,
-                pass_fds=pass_fds,
+            self.proc = from_a_lasting_thread(
+                lambda: start(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=dict(env),
+                    cwd=cwd,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                )
             )
         except OSError as exc:
             raise McpError(f"could not start {argv[0]!r}: {exc.strerror or exc}") from None
