@@ -171,8 +171,8 @@ def confined(
         # The environment goes to bwrap itself (which passes it on), not as --setenv
         # arguments: a command line is readable by every user of the machine. bwrap starts
         # under cli/landlock.py's memory filter, as a command's does.
-        # No "parent": bwrap's own --die-with-parent stands for it, as it did before.
-        plan: dict[str, Any] = {"env": inner, "parent": None, "rlimits": {}, "landlock": None}
+        plan: dict[str, Any] = {"env": inner, "parent": os.getpid(), "rlimits": {}}
+        plan["landlock"] = None
         plan["seccomp"] = "memory"
         return _through_launcher(plan, [*_without_setenv(bwrap), program, *argv[1:]], inner)
     if config.network:
