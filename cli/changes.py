@@ -741,20 +741,20 @@ class Backup:
 
 class Commit:
     """fsops' `commit` hook: records the change `make` builds from the entry it acts on (and
-    whether its old content was kept) before the step that makes it (ChangeStore.committing),
-    and remembers what it recorded (`change`; None until then)."""
+    the bytes its old content is kept in, None if not kept) before the step that makes it
+    (ChangeStore.committing), and remembers what it recorded (`change`; None until then)."""
 
     def __init__(
         self,
         store: ChangeStore,
-        make: Callable[[os.stat_result | None, bool], tuple[Change, Check]],
+        make: Callable[[os.stat_result | None, int | None], tuple[Change, Check]],
     ) -> None:
         self.store = store
         self.make = make
         self.change: Change | None = None
 
     @contextlib.contextmanager
-    def __call__(self, entry: os.stat_result | None, kept: bool) -> Iterator[None]:
+    def __call__(self, entry: os.stat_result | None, kept: int | None) -> Iterator[None]:
         change, check = self.make(entry, kept)
         with self.store.committing(change, check) as recorded:
             self.change = recorded

@@ -20,8 +20,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from cli.changes import INVERSE, Backup, Change, ChangeStore, Timeline, new_step, sha256
-from cli.errors import AgentError
+from cli.changes import (
+    INVERSE,
+    Backup,
+    Change,
+    ChangeStore,
+    Check,
+    Commit,
+    Timeline,
+    identity,
+    new_step,
+    sha256,
+)
+from cli.errors import AgentError, Unrecorded
 from cli.paths import FileId
 from cli.tools import fsops
 from cli.tools.base import ToolError
@@ -277,30 +288,46 @@ def _state(path: str) -> str | None:
 def _uncreate(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
     """A created file (or a restored entry) goes to the trash; undoing that restores it."""
     slot = store.trash_slot()
-    removed = fsops.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT)
     backup = store.relative(slot / os.path.basename(change.path))
-    return _record(store, change, kind=removed.kind, backup=backup)
+
+    def undo(entry: os.stat_result | None, kept: int | None) -> tuple[Change, Check]:
+        held = backup if kept is not None else None
+        recorded = _undo_of(change, kind=_kind(entry), backup=held, kept=kept)
+        return recorded, Check("remove", change.path, identity(entry))
+
+    commit = Commit(store, undo)
+    fsops.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT, commit=commit)
+    return _made(commit)
 
 
 def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
     """The content before the change comes back; what is there now is kept for a redo."""
     old = store.backup_bytes(change)
     backup = Backup(store)
+
+    def undo(entry: os.stat_result | None, kept: int | None) -> tuple[Change, Check]:
+        mode = stat.S_IMODE(entry.st_mode) & 0o777 if entry else None
+        held = kept is not None
+        recorded = _undo_of(
+            change, size=len(old), mode=mode, backup=backup.name if held else None,
+            after=sha256(old), kept=kept, kept_sha256=backup.sha256 if held else None,
+        )  # fmt: skip
+        return recorded, Check("replace", change.path, identity(entry))
+
+    commit = Commit(store, undo)
     try:
         # Over FILE_LIMIT what is there now could not be kept: fsops refuses, nothing lost.
-        written = fsops.write(
-            target, old, backup=backup, backup_limit=FILE_LIMIT, pending=store.pending
-        )
-    except (ToolError, OSError):
+        fsops.write(
+            target, old, backup=backup, backup_limit=FILE_LIMIT, pending=store.pending,
+            commit=commit,
+        )  # fmt: skip
+    except (ToolError, OSError, Unrecorded):
         if backup.name:
             store.discard(backup.name)
         raise
     if change.mode is not None:
         os.chmod(change.path, change.mode, follow_symlinks=False)
-    return _record(
-        store, change, size=len(old), mode=written.old_mode, backup=backup.name,
-        after=sha256(old), kept_sha256=backup.sha256,
-    )  # fmt: skip
+    return _made(commit)
 
 
 def _restore(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
@@ -308,9 +335,10 @@ def _restore(store: ChangeStore, change: Change, target: fsops.Target) -> Change
     if _state(change.path) is not None:  # confirmed over a conflict: keep what is there
         _uncreate(store, Change("undo", "restore", change.path), target)
     source = store.backup_path(change)
-    fsops.move_back(target, str(source), change.kind)
-    after = _state(change.path)
-    return _record(store, change, kind=change.kind, after=after if change.kind == "file" else None)
+    after = _state(str(source)) if change.kind == "file" else None  # what it will hold
+    commit = _arriving(store, change, kind=change.kind, after=after)
+    fsops.move_back(target, str(source), change.kind, commit)
+    return _made(commit)
 
 
 def _rmdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
@@ -319,17 +347,26 @@ def _rmdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
     if _state(change.path) is None:
         raise UndoError(f"{change.path} no longer exists; nothing to undo")
     slot = store.trash_slot()
-    fsops.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT)
     backup = store.relative(slot / os.path.basename(change.path))
-    return _record(store, change, kind="directory", backup=backup)
+
+    def undo(entry: os.stat_result | None, kept: int | None) -> tuple[Change, Check]:
+        held = backup if kept is not None else None
+        recorded = _undo_of(change, kind="directory", backup=held, kept=kept)
+        return recorded, Check("remove", change.path, identity(entry))
+
+    commit = Commit(store, undo)
+    fsops.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT, commit=commit)
+    return _made(commit)
 
 
 def _mkdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+    commit = _arriving(store, change, kind="directory")
     if change.backup is not None:
-        fsops.move_back(target, str(store.backup_path(change)), "directory")
+        fsops.move_back(target, str(store.backup_path(change)), "directory", commit)
     else:
-        fsops.make_dirs(target)
-    return _record(store, change, kind="directory")
+        with commit(None, None):
+            fsops.make_dirs(target)
+    return _made(commit)
 
 
 def _unmove(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
@@ -344,14 +381,22 @@ def _unmove(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
     if _state(change.origin) is not None:
         # Confirmed over a conflict: what is there now is kept in the trash.
         _uncreate(store, Change("undo", "restore", change.origin), origin)
-    if _state(change.path) is None:
+    entry = fsops.inspect(target)
+    if entry is None:
         raise UndoError(f"{change.path} no longer exists; nothing to move back")
-    rename(target, origin)
-    if change.backup and not change.evicted:
-        kept = store.backup_path(change)
-        kind = "symlink" if os.path.islink(kept) else "file"  # only these are replaced
-        fsops.move_back(target, str(kept), kind)
-    return _record(store, change, kind=change.kind, origin=change.path)
+
+    def undo(moved: os.stat_result | None, _kept: int | None) -> tuple[Change, Check]:
+        recorded = _undo_of(change, kind=change.kind, origin=change.path)
+        return recorded, Check("arrive", change.origin or "", identity(moved))
+
+    commit = Commit(store, undo)
+    with commit(entry.info, None):  # one step: the move back, and what it replaced back
+        rename(target, origin)
+        if change.backup and not change.evicted:
+            kept = store.backup_path(change)
+            kind = "symlink" if os.path.islink(kept) else "file"  # only these are replaced
+            fsops.move_back(target, str(kept), kind)
+    return _made(commit)
 
 
 _INVERT: dict[str, Callable[[ChangeStore, Change, fsops.Target], Change]] = {
@@ -365,7 +410,26 @@ _INVERT: dict[str, Callable[[ChangeStore, Change, fsops.Target], Change]] = {
 }
 
 
-def _record(store: ChangeStore, change: Change, **fields: Any) -> Change:
+def _undo_of(change: Change, **fields: Any) -> Change:
+    """The record of undoing `change` (to be recorded before it is done: write-ahead)."""
     path = change.origin if change.action == "move" and change.origin else change.path
     undo = Change("undo", INVERSE[change.action], path, undoes=change.id or None)
-    return store.record(replace(undo, **fields))
+    return replace(undo, **fields)
+
+
+def _arriving(store: ChangeStore, change: Change, **fields: Any) -> Commit:
+    """The write-ahead of an undo that brings an entry back where nothing is (made when
+    something is there)."""
+    path = _undo_of(change).path
+    return Commit(store, lambda _entry, _kept: (_undo_of(change, **fields), Check("make", path)))
+
+
+def _made(commit: Commit) -> Change:
+    assert commit.change is not None  # set before the step that made the change
+    return commit.change
+
+
+def _kind(entry: os.stat_result | None) -> str:
+    if entry is not None and stat.S_ISDIR(entry.st_mode):
+        return "directory"
+    return "symlink" if entry is not None and stat.S_ISLNK(entry.st_mode) else "file"

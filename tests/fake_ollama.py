@@ -194,6 +194,11 @@ class FakeOllama:
     def pending(self) -> int:
         return len(self._script)
 
+    def forget(self) -> None:
+        """Drop what is still scripted (a run killed mid-way leaves its later replies)."""
+        with self._lock:
+            self._script.clear()
+
     # lifecycle
     @property
     def url(self) -> str:

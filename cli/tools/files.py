@@ -140,14 +140,15 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
     store = ctx.changes
     backup = Backup(store) if store else None
 
-    def change_of(old: os.stat_result | None, kept: bool) -> tuple[Change, Check]:
+    def change_of(old: os.stat_result | None, kept: int | None) -> tuple[Change, Check]:
         """What the write is, recorded before it is made (write-ahead)."""
         assert backup is not None
+        held = kept is not None
         change = Change(
             tool, "create" if old is None else "overwrite",
             path=path, size=len(data), mode=stat.S_IMODE(old.st_mode) & 0o777 if old else None,
-            backup=backup.name if kept else None, after=sha256(data),
-            kept_sha256=backup.sha256 if kept else None,
+            backup=backup.name if held else None, after=sha256(data), kept=kept,
+            kept_sha256=backup.sha256 if held else None,
         )  # fmt: skip
         return change, Check("replace", path, identity(old))
 
@@ -288,6 +289,16 @@ def delete_file(
     path = paths["path"].entry
     store = ctx.changes if ctx.trash else None
     slot = store.trash_slot() if store else None
+    name = os.path.basename(path)
+
+    def change_of(entry: os.stat_result | None, kept: int | None) -> tuple[Change, Check]:
+        """What the delete is, recorded before it is made (write-ahead)."""
+        assert store is not None and slot is not None
+        backup = store.relative(slot / name) if kept is not None else None
+        change = Change("delete_file", "delete", path, kind=_kind(entry), backup=backup, kept=kept)
+        return change, Check("remove", path, identity(entry))
+
+    commit = Commit(store, change_of) if store else None
     try:
         removed = fsops.remove(
             fsops.target(ctx, path),
@@ -298,6 +309,7 @@ def delete_file(
             # agreed to exactly this entry (cli/tools/preflight.py); otherwise refused.
             lose=ctx.consent.take(path),
             deadline=ctx.deadline,
+            commit=commit,
         )
     except fsops.NotEmpty as exc:
         raise ToolError(
@@ -310,19 +322,19 @@ def delete_file(
     result: Result = {"success": True, "path": path, "deleted": True, "type": removed.kind}
     if removed.counts is not None:
         result["removed"] = removed.counts
-    if store and slot:
-        name = os.path.basename(path)
-        change = store.record(
-            Change(
-                "delete_file", "delete", path, kind=removed.kind,
-                backup=store.relative(slot / name) if removed.trashed else None,
-            )
-        )  # fmt: skip
+    if commit and commit.change:
         result["trashed"] = removed.trashed
-        result["change"] = change.id
+        result["change"] = commit.change.id
         if not removed.trashed:
             result["note"] = (
                 "too large to copy into the trash across file systems (the user agreed): "
                 "deleted for good, this cannot be undone"
             )
     return result
+
+
+def _kind(entry: os.stat_result | None) -> str:
+    """What a change record calls the entry: file, directory or symlink."""
+    if entry is not None and stat.S_ISDIR(entry.st_mode):
+        return "directory"
+    return "symlink" if entry is not None and stat.S_ISLNK(entry.st_mode) else "file"

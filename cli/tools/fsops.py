@@ -115,9 +115,10 @@ KeepOld = Callable[[bytes, int], None]
 # (directory, temp name) → held while a temp file may exist, so a crash can be cleaned up.
 Pending = Callable[[str, str], AbstractContextManager[None]]
 # The change store's write-ahead (cli/changes.py `Commit`), given the entry the change acts
-# on as it was (None: nothing there) and whether its old content is kept for undo: held
-# around the last look and the rename that make the change, which it records first.
-Commit = Callable[[os.stat_result | None, bool], AbstractContextManager[object]]
+# on as it was (None: nothing there) and the bytes its old content is kept in for undo (None:
+# not kept): held around the last look and the rename that make the change, which it
+# records first.
+Commit = Callable[[os.stat_result | None, int | None], AbstractContextManager[object]]
 # A save in the same tick of a file system's clock can leave size and mtime as they were:
 # a file changed this recently is compared by content before it is replaced (2 s: FAT's).
 _SAME_TICK = 2.0
@@ -480,6 +481,7 @@ def remove(
     trash_limit: int = 0,
     lose: Fingerprint | None = None,
     deadline: Deadline = NO_DEADLINE,
+    commit: Commit | None = None,
 ) -> Removed:
     """Delete target's entry itself: a symlink is removed, never followed; a directory only
     when empty, unless `recursive` (then deepest first through dir fds, any depth, never
@@ -492,7 +494,9 @@ def remove(
     good): then it is deleted without a copy.
 
     `deadline` holds until the first thing is deleted or renamed: counting the tree, the
-    copy into the trash (removed again if it is cut short); the removal itself is not cut."""
+    copy into the trash (removed again if it is cut short); the removal itself is not cut.
+    `commit` (with `trash`) records the delete before the rename into the trash, or before
+    the removal that follows a copy across file systems (write-ahead)."""
     if not target.parts:
         raise ToolError(f"{target.shown} is an allowed directory itself; it cannot be deleted")
     with parent_dir(target) as (dir_fd, name):
@@ -509,9 +513,10 @@ def remove(
             counts = _remove_entry(dir_fd, name, kind, recursive, target.shown, deadline)
         else:
             may_lose = lose is not None and Fingerprint.of(info) == lose
+            step = functools.partial(commit, info) if commit else None
             counts, trashed = _to_trash(
                 dir_fd, name, kind, recursive, target.shown, trash, trash_limit, may_lose,
-                deadline,
+                deadline, step,
             )  # fmt: skip
         _fsync_dir(dir_fd)
     return Removed(kind, counts, trashed)
@@ -541,42 +546,58 @@ def _to_trash(
     limit: int,
     may_lose: bool = False,
     deadline: Deadline = NO_DEADLINE,
+    step: Callable[[int | None], AbstractContextManager[object]] | None = None,
 ) -> tuple[dict[str, int] | None, bool]:
     """Move the entry into `trash`; its counts, and whether it went there (not: deleted for
-    good, too large to copy, as `may_lose` allowed)."""
+    good, too large to copy, as `may_lose` allowed). `step(kept)` is held around what makes
+    the delete — the rename, or the removal after a copy — given the bytes the trash will
+    keep (None: none)."""
+    around = step or (lambda _kept: nullcontext())
     counts = None
+    size = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_size
     if kind == "directory" and recursive:
-        counts = _count_tree(dir_fd, name, shown, deadline)
+        tally = _measure_tree(dir_fd, name, shown, deadline)
+        counts, size = tally.counts, tally.bytes
     elif kind == "directory" and _has_entries(dir_fd, name):
         raise NotEmpty(f"{shown} is a directory that is not empty")
+    elif kind == "directory":
+        size = 0  # an empty dir: as trees.measure counts it
     trash_fd = os.open(trash, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC)
     try:
         try:
-            os.rename(name, name, src_dir_fd=dir_fd, dst_dir_fd=trash_fd)
+            with around(size):  # across file systems this fails first, and is voided
+                os.rename(name, name, src_dir_fd=dir_fd, dst_dir_fd=trash_fd)
+                _fsync_dir(trash_fd)
+                _fsync_dir(dir_fd)
+            return counts, True
         except OSError as exc:
             if exc.errno != errno.EXDEV:
                 raise
-            try:
-                _copy_across(dir_fd, name, kind, trash_fd, shown, limit, deadline=deadline)
-            except TooLargeToCopy:
-                if not may_lose:
-                    raise
+        try:
+            _copy_across(dir_fd, name, kind, trash_fd, shown, limit, deadline=deadline)
+        except TooLargeToCopy:
+            if not may_lose:
+                raise
+            with around(None):
                 _remove_entry(dir_fd, name, kind, True, shown, deadline)
-                return counts, False
-            # Copied whole: the original goes, however long that takes.
-            _remove_entry(dir_fd, name, kind, True, shown)
+            return counts, False
         _fsync_dir(trash_fd)
+        # Copied whole: the original goes, however long that takes.
+        with around(size):
+            _remove_entry(dir_fd, name, kind, True, shown)
     finally:
         os.close(trash_fd)
     return counts, True
 
 
-def move_back(target: Target, source: str, kind: str) -> None:
+def move_back(target: Target, source: str, kind: str, commit: Commit | None = None) -> None:
     """Put `source` (an entry in our trash) back at target, which must not exist: restoring
-    never overwrites. Parents are created as needed, never through a symlink."""
+    never overwrites. Parents are created as needed, never through a symlink. `commit`
+    records the restore before the rename (or the copy across file systems) that makes it."""
     source_dir, source_name = os.path.split(source)
     src_fd = os.open(source_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC)
     try:
+        entry = os.stat(source_name, dir_fd=src_fd, follow_symlinks=False)
         with parent_dir(target, make_parents=True) as (dir_fd, name):
             try:
                 os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -584,14 +605,15 @@ def move_back(target: Target, source: str, kind: str) -> None:
                 pass
             else:
                 raise ToolError(f"{target.shown} exists; it is not overwritten")
-            try:
-                os.rename(source_name, name, src_dir_fd=src_fd, dst_dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno != errno.EXDEV:
-                    raise
-                _copy_across(src_fd, source_name, kind, dir_fd, target.shown, 1 << 62, name)
-                _remove_entry(src_fd, source_name, kind, True, source)
-            _fsync_dir(dir_fd)
+            with commit(entry, None) if commit else nullcontext():
+                try:
+                    os.rename(source_name, name, src_dir_fd=src_fd, dst_dir_fd=dir_fd)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    _copy_across(src_fd, source_name, kind, dir_fd, target.shown, 1 << 62, name)
+                    _remove_entry(src_fd, source_name, kind, True, source)
+                _fsync_dir(dir_fd)
     finally:
         os.close(src_fd)
 
@@ -899,7 +921,7 @@ def _write_at(
 
     def last_step() -> AbstractContextManager[object]:
         """The write-ahead record (if any) and, inside it, the last look before the rename."""
-        step = commit(old, backed_up) if commit else nullcontext()
+        step = commit(old, len(kept) if kept is not None else None) if commit else nullcontext()
         return _checked_by(step, lambda: _still(dir_fd, name, old, kept, shown))
 
     fingerprint = _replace(dir_fd, name, data, mode, pending, last_step)
@@ -1012,16 +1034,22 @@ def _remove_dir(
 def _count_tree(
     dir_fd: int, name: str, shown: str, deadline: Deadline = NO_DEADLINE
 ) -> dict[str, int]:
-    """Files and directories in the tree `name` (links counted as files, never followed),
-    walked by fds at any depth. A tree holding a mount point is refused here, before
-    anything is deleted or moved."""
+    """Files and directories in the tree `name` (links counted as files, never followed)."""
+    return _measure_tree(dir_fd, name, shown, deadline).counts
+
+
+def _measure_tree(
+    dir_fd: int, name: str, shown: str, deadline: Deadline = NO_DEADLINE
+) -> trees.Tally:
+    """The tree `name` counted and measured, walked by fds at any depth. A tree holding a
+    mount point is refused here, before anything is deleted or moved."""
     try:
         tally = trees.measure(dir_fd, name, deadline=deadline)
     except trees.Refused as exc:
         raise ToolError(f"{shown} changed while it was being looked at: {exc}") from None
     if tally.mounts:
         raise _mount_inside(shown, tally.mounts[0])
-    return tally.counts
+    return tally
 
 
 def fsync_dir(dir_fd: int) -> None:

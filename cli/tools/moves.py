@@ -19,6 +19,7 @@ be a copy and a delete: refused, with what to do instead.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -26,9 +27,10 @@ import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from cli.changes import Change
+from cli.changes import Change, Check, Commit, identity
 from cli.paths import ResolvedPath
 from cli.tools import fsops
 from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
@@ -178,8 +180,23 @@ def move_file(
     overwrite = bool(args.get("overwrite", False))
     store = ctx.changes
     slot = store.trash_slot() if store and overwrite and ctx.trash else None
+    kept_as = str(slot / os.path.basename(destination)) if slot else ""
+
+    def change_of(entry: os.stat_result | None, kept: int | None) -> tuple[Change, Check]:
+        """What the move is, recorded before it is made (write-ahead): the source's entry
+        arriving at the destination; what it replaces, in the trash, comes back if not."""
+        assert store is not None
+        backup = store.relative(Path(kept_as)) if kept is not None else None
+        change = Change(
+            "move_file", "move", destination, kind=_kind_of(entry), origin=source,
+            backup=backup, kept=kept,
+        )  # fmt: skip
+        back = (kept_as, destination) if kept is not None else None
+        return change, Check("arrive", destination, identity(entry), back)
+
+    commit = Commit(store, change_of) if store else None
     try:
-        moved = _move(ctx, source, destination, overwrite, str(slot) if slot else None)
+        moved = _move(ctx, source, destination, overwrite, str(slot) if slot else None, commit)
     finally:
         if slot and not any(slot.iterdir()):
             slot.rmdir()  # nothing was displaced
@@ -192,15 +209,9 @@ def move_file(
         "type": moved.kind,
         "replaced": moved.displaced is not None,
     }
-    if store:
-        backup = None
-        if slot and moved.displaced is not None and moved.trashed:
-            backup = store.relative(slot / os.path.basename(destination))
-        change = store.record(
-            Change("move_file", "move", destination, kind=moved.kind, origin=source, backup=backup)
-        )
-        result["change"] = change.id
-        if moved.displaced is not None and backup is None:
+    if commit and commit.change:
+        result["change"] = commit.change.id
+        if moved.displaced is not None and commit.change.backup is None:
             why = "policy.trash is off" if not ctx.trash else "too large to keep; the user agreed"
             result["note"] = (
                 f"the {moved.displaced} it replaced was not kept ({why}): the move can be "
@@ -217,16 +228,23 @@ class Moved:
 
 
 def _move(
-    ctx: ToolContext, source: str, destination: str, overwrite: bool, trash: str | None
+    ctx: ToolContext,
+    source: str,
+    destination: str,
+    overwrite: bool,
+    trash: str | None,
+    commit: fsops.Commit | None = None,
 ) -> Moved:
     src = fsops.target(ctx, source)
     dst = fsops.target(ctx, destination)
     if not src.parts:
         raise ToolError(f"{src.shown} is an allowed directory itself; it cannot be moved")
-    kind = _kind_at(src)
-    if kind is None:
+    entry = fsops.inspect(src)
+    if entry is None:
         raise ToolError(f"{src.shown} does not exist")
-    there = _kind_at(dst)
+    kind = _kind_of(entry.info)
+    replaced = fsops.inspect(dst)
+    there = _kind_of(replaced.info) if replaced else None
     displaced, trashed = None, False
     if there is not None:
         if not overwrite:
@@ -243,30 +261,46 @@ def _move(
             )
         if kind == "directory":
             raise ToolError(f"{dst.shown} is a {there}; a directory does not replace it")
-        removed = fsops.remove(
-            dst,
-            recursive=False,
-            trash=trash,
-            trash_limit=ctx.limits.max_backup_bytes,
-            lose=ctx.consent.take(destination),
-            deadline=ctx.deadline,
-        )
-        displaced, trashed = removed.kind, removed.trashed
-    try:
-        rename(src, dst)
-    except BaseException:
-        if displaced is not None and trashed and trash:
-            # The move did not happen: what it was to replace goes back where it was.
-            fsops.move_back(dst, os.path.join(trash, os.path.basename(destination)), displaced)
-        raise
+    limit = ctx.limits.max_backup_bytes
+    kept = replaced.info.st_size if replaced and _will_keep(replaced.info, trash, limit) else None
+    # One step, recorded first: what the move replaces goes to the trash, then the rename.
+    with commit(entry.info, kept) if commit else contextlib.nullcontext():
+        if there is not None:
+            removed = fsops.remove(
+                dst,
+                recursive=False,
+                trash=trash,
+                trash_limit=ctx.limits.max_backup_bytes,
+                lose=ctx.consent.take(destination),
+                deadline=ctx.deadline,
+            )
+            displaced, trashed = removed.kind, removed.trashed
+        try:
+            rename(src, dst)
+        except BaseException:
+            if displaced is not None and trashed and trash:
+                # The move did not happen: what it was to replace goes back where it was.
+                kept_at = os.path.join(trash, os.path.basename(destination))
+                fsops.move_back(dst, kept_at, displaced)
+            raise
     return Moved(kind, displaced, trashed)
 
 
-def _kind_at(target: fsops.Target) -> str | None:
-    entry = fsops.inspect(target)
-    if entry is None:
-        return None
-    mode = entry.info.st_mode
+def _will_keep(replaced: os.stat_result, trash: str | None, limit: int) -> bool:
+    """Will what a move replaces go to the trash (so the record names it as the backup):
+    by a rename on its own file system, or copied across when it is no larger than the
+    trash keeps (a file or a link: a directory is never replaced)."""
+    if trash is None:
+        return False
+    try:
+        same_disk = os.stat(trash).st_dev == replaced.st_dev
+    except OSError:
+        return False
+    return same_disk or replaced.st_size <= limit
+
+
+def _kind_of(info: os.stat_result | None) -> str:
+    mode = info.st_mode if info is not None else 0
     return "directory" if stat.S_ISDIR(mode) else "symlink" if stat.S_ISLNK(mode) else "file"
 
 
