@@ -136,7 +136,7 @@ def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = s
 
 def precheck(store: ChangeStore, step: Step, shown: Callable[[str], str] = str) -> list[Plan]:
     """Before anything of `step` is done: every record it inverts can be (backups kept, names
-    ours, each backup whole: `damage`), and the conflicts of those that meet the files as they
+    ours, each backup whole: `_damage`), and the conflicts of those that meet the files as they
     are now, the first of the step to touch each path (a later one meets what an earlier one
     put back, and is looked at when its turn comes). Every backup is checked before the
     first record is inverted: a turn with one damaged backup is not half undone."""
@@ -146,14 +146,14 @@ def precheck(store: ChangeStore, step: Step, shown: Callable[[str], str] = str) 
         paths = [p for p in (change.path, change.origin) if p]
         fresh = not any(_overlap(p, q) for p in paths for q in touched)
         plans.append(plan_change(store, change, shown, look=fresh))
-        problem = damage(store, change, shown)
+        problem = _damage(store, change, shown)
         if problem is not None:
             raise UndoError(_refusal(step, change, original, problem))
         touched.extend(paths)
     return plans
 
 
-def damage(store: ChangeStore, change: Change, shown: Callable[[str], str] = str) -> str | None:
+def _damage(store: ChangeStore, change: Change, shown: Callable[[str], str] = str) -> str | None:
     """What is wrong with the backup inverting `change` restores, measured against its
     record; None when it is whole, or when it restores none. A record from before
     `kept_sha256` is checked by size alone, one from before `kept` only for being there:
