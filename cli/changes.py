@@ -691,14 +691,23 @@ class ChangeStore:
         return change.kept if change.kept is not None else self._size(change.backup)
 
     def _size(self, backup: str) -> int:
-        """Bytes the backup holds: files, links' own size; never across a mount, any depth."""
+        """`measure`, or 0 for a backup that cannot be measured."""
         from cli.tools import trees  # here: cli.tools imports this module
 
         try:
-            with self._at(backup_parts(backup)) as (dir_fd, name):
-                return trees.measure(dir_fd, name).bytes
+            return self.measure(backup)
         except (OSError, ValueError, trees.Refused):
             return 0
+
+    def measure(self, backup: str) -> int:
+        """Bytes the backup holds now, as `Change.kept` measured them when it was recorded:
+        files, links' own size; never across a mount, any depth. FileNotFoundError when it is
+        gone; ValueError for a name not ours; OSError or trees.Refused when it cannot be."""
+        from cli.tools import trees
+
+        with self._at(backup_parts(backup)) as (dir_fd, name):
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)  # a walk passes over it gone
+            return trees.measure(dir_fd, name).bytes
 
     def _drop(self, backup: str) -> None:
         """Remove a backup: a blob, or a delete's whole trash slot (deepest first, never

@@ -10,10 +10,16 @@ since: that is a conflict the caller must confirm.
 Every look at what is there now goes through directory fds at any depth (a 2,000-level tree a
 `create_directory` made is checked and moved to the trash like a flat one), and every failure
 is an UndoError: one line, never a traceback.
+
+Before anything of an undo or redo is written, every backup it would restore is checked
+against its record (`precheck`): there, as large as when it was kept (`Change.kept`), and an
+overwrite's blob holding the same bytes (`Change.kept_sha256`). A backup that is not is never
+restored: written over the file, it would lose what is there now for something that never was.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Callable
@@ -34,7 +40,7 @@ from cli.changes import (
 )
 from cli.errors import AgentError, Unrecorded
 from cli.paths import FileId
-from cli.tools import fsops
+from cli.tools import fsops, trees
 from cli.tools.base import ToolError
 
 FILE_LIMIT = 1 << 30  # reading a file back to compare or keep it; undo never refuses below
@@ -134,23 +140,80 @@ def _nothing_left(line: Timeline, scope: str | None, shown: Callable[[str], str]
 
 
 def plan(store: ChangeStore, number: int | None, shown: Callable[[str], str] = str) -> Plan:
-    """What undoing change `number` (the newest not undone, anywhere, when None) would do."""
-    return plan_change(store, choose(store, number).changes[0], shown)
+    """What undoing change `number` (the newest not undone, anywhere, when None) would do,
+    its backup checked (`precheck`)."""
+    return precheck(store, choose(store, number), shown)[0]
 
 
 def precheck(store: ChangeStore, step: Step, shown: Callable[[str], str] = str) -> list[Plan]:
     """Before anything of `step` is done: every record it inverts can be (backups kept, names
-    ours), and the conflicts of those that meet the files as they are now, the first of the
-    step to touch each path (a later one meets what an earlier one put back, and is looked
-    at when its turn comes)."""
+    ours, each backup whole: `_damage`), and the conflicts of those that meet the files as they
+    are now, the first of the step to touch each path (a later one meets what an earlier one
+    put back, and is looked at when its turn comes). Every backup is checked before the
+    first record is inverted: a turn with one damaged backup is not half undone."""
     touched: list[str] = []
     plans = []
-    for change in step.changes:
+    for change, original in zip(step.changes, step.originals, strict=True):
         paths = [p for p in (change.path, change.origin) if p]
         fresh = not any(_overlap(p, q) for p in paths for q in touched)
         plans.append(plan_change(store, change, shown, look=fresh))
+        problem = _damage(store, change, shown)
+        if problem is not None:
+            raise UndoError(_refusal(step, change, original, problem))
         touched.extend(paths)
     return plans
+
+
+def _damage(store: ChangeStore, change: Change, shown: Callable[[str], str] = str) -> str | None:
+    """What is wrong with the backup inverting `change` restores, measured against its
+    record; None when it is whole, or when it restores none. A record from before
+    `kept_sha256` is checked by size alone, one from before `kept` only for being there:
+    neither is an error (nothing was known to compare with)."""
+    if change.backup is None or change.evicted:
+        return None  # nothing is restored from it (plan_change refused those that need one)
+    path = store.root / change.backup  # a name of ours: plan_change checked it
+    its = f"its backup {shown(str(path))}"
+    try:
+        size = store.measure(change.backup)
+        different = _unlike(change, size, lambda: _file_sha256(path))
+    except FileNotFoundError:
+        return f"{its} is missing"
+    except (OSError, ValueError, trees.Refused) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return f"{its} cannot be read ({why})"
+    return f"{its} {different}: it was damaged" if different else None
+
+
+def _unlike(change: Change, size: int, digest: Callable[[], str]) -> str | None:
+    """How a backup of `size` bytes (and `digest`, hashed only if needed) differs from what
+    `change` records was kept; None if it does not."""
+    if change.kept is not None and size != change.kept:
+        return f"is {size:,} bytes, the record says {change.kept:,}"
+    if change.kept_sha256 is not None and digest() != change.kept_sha256:
+        return "holds other bytes than were kept (the same size, another sha256)"
+    return None
+
+
+def _refusal(step: Step, change: Change, original: Change, problem: str) -> str:
+    """The one line refusing `step` because of `change`'s backup: nothing of it was done."""
+    if step.kind == "redo":  # as the user asked for it: the redo of the agent's change
+        return f"change #{original.id} cannot be redone: {problem}; nothing was redone"
+    if step.turn and len(step.changes) > 1:
+        return (
+            f"change #{change.id} cannot be undone: {problem}; nothing of the turn was undone "
+            "(`agent undo ID`, or /undo ID, takes back its other changes one at a time)"
+        )
+    return f"change #{change.id} cannot be undone: {problem}; nothing was undone"
+
+
+def _file_sha256(path: os.PathLike[str]) -> str:
+    """The sha256 of a blob, read a piece at a time (a blob may be as large as the store)."""
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as blob:
+        while piece := blob.read(1 << 20):
+            digest.update(piece)
+    return digest.hexdigest()
 
 
 def _overlap(one: str, other: str) -> bool:
@@ -303,6 +366,13 @@ def _uncreate(store: ChangeStore, change: Change, target: fsops.Target) -> Chang
 def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
     """The content before the change comes back; what is there now is kept for a redo."""
     old = store.backup_bytes(change)
+    # Checked again, the very bytes to be written (precheck looked before the step began).
+    different = _unlike(change, len(old), lambda: sha256(old))
+    if different:
+        raise UndoError(
+            f"change #{change.id} cannot be undone: its backup {store.backup_path(change)} "
+            f"{different}: it was damaged"
+        )
     backup = Backup(store)
 
     def undo(entry: os.stat_result | None, kept: int | None) -> tuple[Change, Check]:
