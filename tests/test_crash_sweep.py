@@ -15,14 +15,12 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
 STRACE = shutil.which("strace")
@@ -117,7 +115,9 @@ class World:
         for rel, text in scenario.before.items():
             (self.ws / rel).write_bytes(text.encode())
 
-    def agent(self, *args: str, strace: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    def agent(
+        self, *args: str, strace: list[str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "cli", *args]
         if strace is not None:
             argv = [STRACE or "strace", "-f", "-qq", *strace, *argv]
@@ -202,7 +202,9 @@ def test_a_kill_at_every_fsync_rename_and_lock_loses_nothing(
     for name, nth in points:
         world.fresh(scenario)
         inject = f"inject={name}:signal=SIGKILL:when={nth}"
-        killed = world.run_change(scenario, strace=["-o", "/dev/null", "-e", f"trace={name}", "-e", inject])
+        killed = world.run_change(
+            scenario, strace=["-o", "/dev/null", "-e", f"trace={name}", "-e", inject]
+        )
         assert killed.returncode != 0, (name, nth, "the run was not killed")
         tally[check_invariant(world, scenario, (name, nth))] += 1
     SWEPT[scenario.name] = tally
