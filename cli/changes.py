@@ -201,7 +201,7 @@ class ChangeStore:
             _write_private(blob, content)
         except OSError as exc:
             _unlink(blob)  # a short blob is no backup
-            raise self._unrecorded(exc) from None
+            raise self._unrecorded(exc, "keep the old content") from None
         return self.relative(blob)
 
     def record(self, change: Change) -> Change:
@@ -267,7 +267,11 @@ class ChangeStore:
         cache; after a power loss the record may stand for a change not made)."""
         marker = self.root / "pending" / f"{os.getpid()}-{os.urandom(6).hex()}.change"
         note = {"change": change.id, "session": change.session, "check": check.as_json()}
-        _write_private(marker, json.dumps(note).encode(), sync=False)
+        try:
+            _write_private(marker, json.dumps(note).encode(), sync=False)
+        except OSError as exc:
+            _unlink(marker)
+            raise self._unrecorded(exc, "note the change in flight") from None
         return marker
 
     def _void(self, change: Change) -> bool:
@@ -362,9 +366,12 @@ class ChangeStore:
     def trash_slot(self) -> Path:
         """A new, empty, private directory for one delete to move its entry into."""
         trash = self.root / "trash"
-        trash.mkdir(parents=True, exist_ok=True, mode=0o700)
         slot = trash / f"{int(self.clock() * 1000)}-{os.urandom(4).hex()}"
-        slot.mkdir(mode=0o700)
+        try:
+            trash.mkdir(parents=True, exist_ok=True, mode=0o700)
+            slot.mkdir(mode=0o700)
+        except OSError as exc:
+            raise self._unrecorded(exc, "make room in the trash") from None
         return slot
 
     def relative(self, path: Path) -> str:
@@ -381,7 +388,12 @@ class ChangeStore:
         marker = markers / f"{os.getpid()}-{os.urandom(6).hex()}"
         # Not fsynced: a kill -9 leaves it in the page cache; a power loss may lose it, and
         # then only a temp file (never mistaken for data) is left behind.
-        _write_private(marker, json.dumps({"dir": directory, "temp": temp}).encode(), sync=False)
+        note = json.dumps({"dir": directory, "temp": temp}).encode()
+        try:
+            _write_private(marker, note, sync=False)
+        except OSError as exc:
+            _unlink(marker)
+            raise self._unrecorded(exc, "note the write in flight") from None
         try:
             yield
         finally:
@@ -657,10 +669,10 @@ class ChangeStore:
         if created:  # the journal's first line: its entry in the directory made durable too
             _fsync_dir(self.journal.parent)
 
-    def _unrecorded(self, exc: OSError) -> Unrecorded:
+    def _unrecorded(self, exc: OSError, what: str = "record the change") -> Unrecorded:
         why = exc.strerror or str(exc)
         return Unrecorded(
-            f"the change store ({self.root}) could not record the change ({why}), so it was "
+            f"the change store ({self.root}) could not {what} ({why}), so the change was "
             "not made: free some space there, or set policy.limits.max_backup_bytes lower"
         )
 

@@ -581,6 +581,14 @@ def _to_trash(
             with around(None):
                 _remove_entry(dir_fd, name, kind, True, shown, deadline)
             return counts, False
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # The copy is removed again (trees.copy): nothing was deleted.
+            raise ToolError(
+                f"{shown} was not deleted: the trash (in the agent's state dir) has no room to "
+                f"keep it ({exc.strerror}); free some space there"
+            ) from None
         _fsync_dir(trash_fd)
         # Copied whole: the original goes, however long that takes.
         with around(size):
