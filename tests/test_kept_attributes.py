@@ -12,6 +12,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -115,48 +116,71 @@ def test_an_edit_keeps_the_mode_group_and_xattrs_and_so_does_its_undo(
 # -- the trash across file systems ---------------------------------------------------------------
 
 
-def test_a_file_back_from_the_trash_across_file_systems_keeps_owner_and_xattrs(
-    run_cli: RunCli, ollama: FakeOllama, workspace: Path
-) -> None:
-    """A delete whose trash is on another file system is a copy, and so is its undo: both
-    keep the owner (as root), the mode and the attributes, of files and of directories."""
+@pytest.fixture
+def far_state(workspace: Path) -> Iterator[dict[str, str]]:
+    """The agent's state (and so its trash) on another file system than the workspace: a
+    move into the trash and back is a copy. The environment to run the agent with."""
     shm = Path("/dev/shm")
     if not shm.is_dir() or shm.stat().st_dev == workspace.stat().st_dev:
         pytest.skip("needs a second file system (/dev/shm) for the state dir")
     state = Path(tempfile.mkdtemp(prefix="metona-test-", dir=shm))
     try:
-        tree = workspace / "docs"
-        tree.mkdir()
-        page = tree / "page.md"
-        kept = {"page": their_file(page, "# page\n"), "old": their_file(workspace / "old.txt", "o")}
-        tag(tree, project=b"docs")
-        if ROOT:
-            os.chown(tree, THEIR_UID, THEIR_GID)
-        os.chmod(tree, 0o750)
-        kept["tree"] = identity(tree)
-        (workspace / "c.yaml").write_text("policy: {tools: {delete_file: allow}}\n")
-        ollama.enqueue(
-            reply(
-                tool_calls=[
-                    tool_call("delete_file", {"path": "old.txt"}),
-                    tool_call("delete_file", {"path": "docs", "recursive": True}),
-                ]
-            ),
-            reply("Deleted."),
-        )
-        env = {"XDG_STATE_HOME": str(state)}
-        r = run_cli("run", "-c", "c.yaml", "--json", "clean up", env=env)
-        assert r.code == 0, r.stderr
-        assert all(c["result"]["trashed"] for c in json.loads(r.stdout)["tool_calls"])
-        assert not tree.exists()
-        for _ in range(2):
-            undone = run_cli("undo", env=env)
-            assert undone.code == 0, undone.stderr
-        assert page.read_text() == "# page\n"
-        now = {"page": identity(page), "old": identity(workspace / "old.txt")}
-        assert {**now, "tree": identity(tree)} == kept
+        yield {"XDG_STATE_HOME": str(state)}
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_a_file_back_from_the_trash_across_file_systems_keeps_owner_and_xattrs(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, far_state: dict[str, str]
+) -> None:
+    """A delete whose trash is on another file system is a copy, and so is its undo: both
+    keep the owner (as root), the mode and the attributes, of files and of directories."""
+    tree = workspace / "docs"
+    tree.mkdir()
+    page = tree / "page.md"
+    kept = {"page": their_file(page, "# page\n"), "old": their_file(workspace / "old.txt", "o")}
+    tag(tree, project=b"docs")
+    if ROOT:
+        os.chown(tree, THEIR_UID, THEIR_GID)
+    os.chmod(tree, 0o750)
+    kept["tree"] = identity(tree)
+    (workspace / "c.yaml").write_text("policy: {tools: {delete_file: allow}}\n")
+    ollama.enqueue(
+        reply(
+            tool_calls=[
+                tool_call("delete_file", {"path": "old.txt"}),
+                tool_call("delete_file", {"path": "docs", "recursive": True}),
+            ]
+        ),
+        reply("Deleted."),
+    )
+    r = run_cli("run", "-c", "c.yaml", "--json", "clean up", env=far_state)
+    assert r.code == 0, r.stderr
+    assert all(c["result"]["trashed"] for c in json.loads(r.stdout)["tool_calls"])
+    assert not tree.exists()
+    for _ in range(2):
+        undone = run_cli("undo", env=far_state)
+        assert undone.code == 0, undone.stderr
+    assert page.read_text() == "# page\n"
+    now = {"page": identity(page), "old": identity(workspace / "old.txt"), "tree": identity(tree)}
+    assert now == kept
+
+
+def test_what_a_move_replaced_comes_back_from_the_trash_as_it_was(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, far_state: dict[str, str]
+) -> None:
+    (workspace / "new.txt").write_text("new\n")
+    before = their_file(workspace / "old.txt", "old\n", mode=0o604)
+    (workspace / "c.yaml").write_text("policy: {confirm: none}\n")
+    move = {"source": "new.txt", "destination": "old.txt", "overwrite": True}
+    ollama.enqueue(reply(tool_calls=[tool_call("move_file", move)]), reply("Moved."))
+    r = run_cli("run", "-c", "c.yaml", "--json", "replace it", env=far_state)
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["tool_calls"][0]["result"]["replaced"] is True
+    undone = run_cli("undo", env=far_state)
+    assert undone.code == 0, undone.stderr
+    assert (workspace / "old.txt").read_text() == "old\n"
+    assert identity(workspace / "old.txt") == before
 
 
 # -- a writer that is not root -------------------------------------------------------------------
