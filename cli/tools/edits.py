@@ -14,6 +14,10 @@ A lenient stage (2–4) is used only when its match is unique: guessing between 
 look alike is how a wrong line gets changed. Every failure says what to do next, in words a
 small model can act on: the most similar lines with their numbers, or where the matches are.
 
+Line ends are the file's, whatever old_string and new_string use: every stage matches on the
+text with each line end made "\n", and the result gets the file's ends back (`_LineEnds`): a
+line the edit did not touch keeps its bytes, even in a file whose lines end differently.
+
 Time is about linear in the file's size whatever old_string is: the whole-line stages give
 each distinct line of old_string a code and find the codes' string in the file's with
 str.find (two-way: linear), not line by line at every position (which took minutes for 16 KB
