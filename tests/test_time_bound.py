@@ -33,8 +33,18 @@ from cli.backends.messages import ToolCall
 from cli.config import ConfigError, parse_config
 from cli.events import ToolResult
 from cli.tools import check_arguments, execute, ripgrep
-from cli.tools.base import Deadline, ToolContext
-from cli.tools.edits import _FOLD, CUT_SHORT, Edit, EditFailed, plan_edit
+from cli.tools.base import NO_DEADLINE, Deadline, ToolContext
+from cli.tools.edits import (
+    _FOLD,
+    CUT_SHORT,
+    Edit,
+    EditFailed,
+    _LineEnds,
+    _Room,
+    _Span,
+    _Work,
+    plan_edit,
+)
 from tests.conftest import MakeAgent, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
@@ -45,16 +55,23 @@ Result = dict[str, Any]
 
 def reference_plan_edit(text: str, old: str, new: str, replace_all: bool = False) -> Edit:
     """plan_edit as it was before it was made linear: every stage compares line by line at
-    every position. What it answers is what plan_edit must answer."""
+    every position. What it answers is what plan_edit must answer. Line ends are not what it
+    checks: it takes them off and puts them back as plan_edit does (_LineEnds, held to its
+    own tests in test_line_endings.py)."""
     if old == "":
         raise EditFailed(
             "old_string is empty", hint="give the exact text to replace (read_file shows it)"
         )
     if old == new:
         raise EditFailed("old_string and new_string are the same; nothing would change")
-    crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
-    if crlf:
-        text, old, new = (s.replace("\r\n", "\n") for s in (text, old, new))
+    ends = _LineEnds.of(text)
+    text, old, new = ends.text, ends.normal(old), ends.normal(new)
+    if old == new:
+        raise EditFailed(
+            "old_string and new_string differ only in line ends, and edit_file keeps each "
+            "line's end as the file has it; nothing would change",
+            hint="to change the file's line ends, write_file its whole content",
+        )
     for stage, finder in REFERENCE_STAGES:
         spans = finder(text, old, new)
         if not spans:
@@ -69,9 +86,9 @@ def reference_plan_edit(text: str, old: str, new: str, replace_all: bool = False
                 "them all",
             )
         edit = reference_apply(text, spans, stage)
-        if crlf:
-            edit = dataclasses.replace(edit, text=edit.text.replace("\n", "\r\n"))
-        return edit
+        work = _Work(NO_DEADLINE, _Room(None), replace_all)
+        restored = ends.restore(edit.text, [_Span(*span) for span in spans], work)
+        return dataclasses.replace(edit, text=restored)
     raise EditFailed(*reference_no_match(text, old))
 
 

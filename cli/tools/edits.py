@@ -14,6 +14,10 @@ A lenient stage (2–4) is used only when its match is unique: guessing between 
 look alike is how a wrong line gets changed. Every failure says what to do next, in words a
 small model can act on: the most similar lines with their numbers, or where the matches are.
 
+Line ends are the file's, whatever old_string and new_string use: every stage matches on the
+text with each line end made "\n", and the result gets the file's ends back (`_LineEnds`): a
+line the edit did not touch keeps its bytes, even in a file whose lines end differently.
+
 Time is about linear in the file's size whatever old_string is: the whole-line stages give
 each distinct line of old_string a code and find the codes' string in the file's with
 str.find (two-way: linear), not line by line at every position (which took minutes for 16 KB
@@ -24,11 +28,12 @@ stages and inside their loops.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import itertools
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cli.tools.base import NO_DEADLINE, Deadline
 
@@ -116,9 +121,16 @@ def plan_edit(
         )
     if old == new:
         raise EditFailed("old_string and new_string are the same; nothing would change")
-    crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
-    if crlf:  # a Windows file: match and write with its own line ends
-        text, old, new = (s.replace("\r\n", "\n") for s in (text, old, new))
+    # Every stage matches on the text with its line ends made "\n" (and so do old_string and
+    # new_string); the new text gets the file's own ends back.
+    ends = _LineEnds.of(text)
+    text, old, new = ends.text, ends.normal(old), ends.normal(new)
+    if old == new:
+        raise EditFailed(
+            "old_string and new_string differ only in line ends, and edit_file keeps each "
+            "line's end as the file has it; nothing would change",
+            hint="to change the file's line ends, write_file its whole content",
+        )
     work = _Work(deadline, _Room(max_chars), replace_all)
     for stage, finder in _STAGES:
         deadline.check()
@@ -128,14 +140,8 @@ def plan_edit(
         if len(spans) > 1 and not replace_all:
             raise EditFailed(*_ambiguous(text, spans, stage))
         edit = _apply(text, spans, stage, work)
-        if crlf:
-            edit = Edit(edit.text.replace("\n", "\r\n"), *_fields(edit))
-        return edit
+        return replace(edit, text=ends.restore(edit.text, spans, work))
     raise EditFailed(*_no_match(text, old, deadline))
-
-
-def _fields(edit: Edit) -> tuple[int, tuple[int, int], int, int, str]:
-    return edit.replacements, edit.line_range, edit.added, edit.removed, edit.stage
 
 
 class _Room:
@@ -333,6 +339,120 @@ def _reindent(new: str, theirs: str, matched: list[str], room: _Room) -> str:
         else:
             out.append(ours + line.lstrip())
     return "\n".join(out)
+
+
+# -- line ends ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _LineEnds:
+    """How a file's lines end, so that matching works on text whose every line ends in "\n"
+    and the edited text gets the file's own ends back: a line the edit did not touch keeps its
+    bytes, a line it wrote takes the end of the line it replaces, a line added beyond those
+    the file's most common end.
+
+    A line ends at "\n", as read_file counts lines; a "\r" just before it belongs to the end
+    (CRLF). Any other "\r" is part of the line (a progress bar's), except in a file with no
+    "\n" at all, whose lines end in "\r" (classic Mac OS): there each "\r" is an end."""
+
+    original: str
+    text: str  # the file with every line end made "\n"
+    one: str | None  # the end all its lines have; None when they differ (a mixed file)
+    dominant: str  # the most common end (LF on a tie, and in a file of one line)
+
+    @classmethod
+    def of(cls, text: str) -> _LineEnds:
+        lf = text.count("\n")
+        if not lf:
+            if "\r" in text:
+                return cls(text, text.replace("\r", "\n"), "\r", "\r")
+            return cls(text, text, "\n", "\n")
+        crlf = text.count("\r\n")
+        if not crlf:
+            return cls(text, text, "\n", "\n")
+        normal = text.replace("\r\n", "\n")
+        if crlf == lf:
+            return cls(text, normal, "\r\n", "\r\n")
+        return cls(text, normal, None, "\r\n" if crlf > lf - crlf else "\n")
+
+    def normal(self, snippet: str) -> str:
+        """old_string or new_string with its line ends made "\n", as the text's are (a model
+        copies read_file's CRLF, or writes LF into a CRLF file: either matches)."""
+        snippet = snippet.replace("\r\n", "\n")
+        return snippet.replace("\r", "\n") if self.one == "\r" else snippet
+
+    def restore(self, edited: str, spans: list[_Span], work: _Work) -> str:
+        """The file's text after the edit, with its ends: `edited` (the edit of `text`) with
+        every "\n" made the file's one end; in a mixed file, the original text between the
+        `spans`, byte for byte, and each span's new text with the ends `_ended` gives it."""
+        if self.one is not None:
+            done = edited if self.one == "\n" else edited.replace("\n", self.one)
+        else:
+            done = self._mixed(spans, work)
+        work.room.check(len(done))
+        return done
+
+    def _mixed(self, spans: list[_Span], work: _Work) -> str:
+        lines = self.original.split("\n")[:-1]  # those with an end (a CR of CRLF kept)
+        each = ["\r\n" if line.endswith("\r") else "\n" for line in lines]
+        # Where each line starts, in `text` and in the original: an offset in a line is as far
+        # into it in both (a line's content is the same; only its end differs).
+        starts = list(
+            itertools.accumulate((len(p) + 1 - p.endswith("\r") for p in lines), initial=0)
+        )
+        raw_starts = list(itertools.accumulate((len(p) + 1 for p in lines), initial=0))
+        work.deadline.check()
+
+        def line_of(offset: int) -> int:
+            return bisect.bisect_right(starts, offset) - 1
+
+        def raw(offset: int, line: int) -> int:
+            return raw_starts[line] + offset - starts[line]
+
+        parts, at = [], 0
+        for n, span in enumerate(spans, start=1):
+            first, last = line_of(span.start), line_of(span.end)
+            replaced = self.text[span.start : span.end]
+            parts += [
+                self.original[at : raw(span.start, first)],
+                _ended(replaced, span.new, each[first:last], self.dominant),
+            ]
+            at = raw(span.end, last)
+            work.tick(n)
+        parts.append(self.original[at:])
+        return "".join(parts)
+
+
+def _ended(replaced: str, new: str, ends: list[str], dominant: str) -> str:
+    """`new` (lines ending in "\n") with the ends of a mixed file, where it replaces the text
+    `replaced` whose line ends were `ends`. The lines new keeps from replaced at its start and
+    at its end (the context a model repeats around a change) keep their own ends; each other
+    line takes the end of the line at its place in what it replaces, and a line beyond those
+    the file's most common end."""
+    new_lines = new.split("\n")
+    if len(new_lines) == 1:
+        return new
+    old_lines = replaced.split("\n")
+    k, m = len(ends), len(new_lines) - 1  # line ends in each
+    same = 0
+    while same < min(k, m) and new_lines[same] == old_lines[same]:
+        same += 1
+    tail = 0  # the last lines (the one after the last end included) alike in both
+    while min(k, m) - tail >= same and new_lines[m - tail] == old_lines[k - tail]:
+        tail += 1
+    out = []
+    for j in range(m):
+        if j < same:
+            end = ends[j]
+        elif j > m - tail:
+            end = ends[j - m + k]
+        elif j < k and j <= k - tail:
+            end = ends[j]
+        else:
+            end = dominant
+        out += [new_lines[j], end]
+    out.append(new_lines[m])
+    return "".join(out)
 
 
 # -- the result -----------------------------------------------------------------------------------

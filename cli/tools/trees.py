@@ -347,6 +347,9 @@ class _Copy(Visitor):
 
     def leave(self, dir_fd: int, name: str, info: os.stat_result, where: Where) -> None:
         self.stack.pop()
+        # Its owner and attributes once it is complete: a directory given to its user while
+        # we still fill it would be theirs to meddle with meanwhile.
+        _keep_dir_attributes(self.current, info, dir_fd, name)
         with suppress(OSError):
             os.fsync(self.current)  # its entries are durable before the source goes
         if self.stack:
@@ -406,6 +409,7 @@ def _copy_file(
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(target, view) :]
+            _keep_attributes(target, info, source)
             os.fchmod(target, stat.S_IMODE(info.st_mode))
             os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
             os.fsync(target)
@@ -413,6 +417,22 @@ def _copy_file(
             os.close(target)
     finally:
         os.close(source)
+
+
+def _keep_attributes(fd: int, info: os.stat_result, source: int) -> None:
+    """The copy `fd` gets the owner and user.* attributes of the file `source` (fsops.
+    keep_attributes: one rule for what a file keeps, whether rewritten or moved)."""
+    from cli.tools import fsops  # here: fsops imports this module
+
+    fsops.keep_attributes(fd, info, lambda: fsops.xattrs_of(source))
+
+
+def _keep_dir_attributes(fd: int, info: os.stat_result, dir_fd: int, name: str) -> None:
+    """The copied directory `fd` gets the owner and user.* attributes of the directory
+    `name` in dir_fd, if that is still the one copied (`info`)."""
+    from cli.tools import fsops
+
+    fsops.keep_attributes(fd, info, lambda: fsops.xattrs_at(dir_fd, name, info))
 
 
 def _copy_times(dir_fd: int, name: str, info: os.stat_result) -> None:
