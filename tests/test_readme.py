@@ -11,8 +11,10 @@ from tests.conftest import REPO
 from tests.test_bypass_corpus import BYPASS_CORPUS
 from tests.test_command_options import OPTION_LINES
 from tests.test_commands_differential import FIXED_LINES, GENERATED_EXAMPLES
+from tests.test_crash_sweep import KILL_POINTS
 from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
 from tests.test_dot_entries import GENERATED_HOME, GENERATED_PROJECT
+from tests.test_full_disk import CASES, LEVELS
 from tests.test_hostile import FAULTS
 from tests.test_path_classes import SECRET_PATHS, SURFACE_PATHS
 from tests.test_properties import LOOP_EXAMPLES, SPLIT_EXAMPLES
@@ -64,3 +66,5 @@ def test_safety_figures_are_what_the_tests_run() -> None:
     assert figure("credential names × places") == len(CREDENTIALS) * len(PLACES) * len(KINDS)
     assert figure("Unix sockets outside the allowed dirs") == len(SOCKETS) * len(KINDS)
     assert figure("routes to memory") == len(ROUTES) * len(KINDS)
+    assert figure("kill points swept") == sum(KILL_POINTS.values())
+    assert figure("fill levels tried") == len(LEVELS) * len(CASES)
