@@ -38,6 +38,34 @@ from tests.fake_openai import FakeOpenAI
 REPO = Path(__file__).resolve().parent.parent
 
 
+# A call that blocks (a FIFO opened for reading, a device read to its end) never returns; one
+# that does not returns in milliseconds. The bound tells them apart on a loaded machine too:
+# it is no timing assertion, only a backstop so that a blocked call fails instead of hanging.
+HANG_SECONDS = 60
+
+
+def without_blocking(fn: Callable[[], Any]) -> Any:
+    """fn(), run in a thread: fails the test if it has not returned after HANG_SECONDS (it
+    blocked), re-raises what it raised."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised below, in the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(HANG_SECONDS)
+    assert not thread.is_alive(), f"blocked: did not return within {HANG_SECONDS} s"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Config, state, data and HOME point into a temp dir; no OLLAMA_* from the developer."""

@@ -17,8 +17,6 @@ import json
 import os
 import socket
 import stat
-import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ from cli.backends.messages import ToolCall
 from cli.config import PolicyConfig, parse_config
 from cli.policy import Decision, Policy
 from cli.tools import ToolContext, ToolError, check_arguments, execute, fsops
+from tests.conftest import without_blocking
 
 Result = dict[str, Any]
 
@@ -93,33 +92,14 @@ class Agent:
         return result
 
     def ok(self, name: str, args: dict[str, Any]) -> Result:
-        result = within(2, lambda: self.run(name, args))
+        result = without_blocking(lambda: self.run(name, args))
         assert result["success"] is True, result
         return result
 
     def fails(self, name: str, args: dict[str, Any]) -> str:
-        result = within(2, lambda: self.run(name, args))
+        result = without_blocking(lambda: self.run(name, args))
         assert result["success"] is False, result
         return str(result["error"])
-
-
-def within(seconds: float, fn: Callable[[], Any]) -> Any:
-    """Run fn in a thread; fail if it has not returned after `seconds` (it would block)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # re-raised in the test's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"did not return within {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, str]]:
@@ -382,9 +362,9 @@ def test_every_tool_holds_against_the_path(agent: Agent, world: World, template:
     guarded.append(world.ws / ".git" / "hooks" / "pre-commit")
     guarded_before = [p.read_bytes() for p in guarded]
     for name, extra in TOOL_CALLS:
-        started = time.monotonic()
-        decision, result = within(2, lambda n=name, e=extra: agent.call(n, {"path": path, **e}))
-        assert time.monotonic() - started < 2
+        decision, result = without_blocking(
+            lambda n=name, e=extra: agent.call(n, {"path": path, **e})
+        )
         assert isinstance(result["success"], bool), (name, result)
         if not result["success"]:
             assert isinstance(result["error"], str) and result["error"], (name, result)
@@ -916,9 +896,13 @@ def test_special_files_are_refused_within_a_second(
             ("list_directory", {}),
             ("search_files", {"query": "x"}),
         ]:
-            _, result = within(1, lambda t=tool, e=extra: agent.call(t, {"path": "special", **e}))
+            _, result = without_blocking(
+                lambda t=tool, e=extra: agent.call(t, {"path": "special", **e})
+            )
             assert result["success"] is False, (tool, result)
-        found = within(1, lambda: agent.ok("search_files", {"path": ".", "query": "special"}))
+        found = without_blocking(
+            lambda: agent.ok("search_files", {"path": ".", "query": "special"})
+        )
         assert found["results"] == []
     finally:
         if bound is not None:
