@@ -49,7 +49,7 @@ class Scenario:
 # How many kill points each change has (its fsyncs, renames and locks in a whole `agent run`):
 # the sweep checks it finds exactly these, so that README's figure stays what is swept; a
 # change to the write path that adds or drops one updates this (and README) on purpose.
-KILL_POINTS = {"write": 11, "edit": 12, "move": 8, "move_over": 13, "delete": 10}
+KILL_POINTS = {"write": 11, "edit": 12, "move": 8, "move_over": 13, "mkdir": 5, "delete": 10}
 
 SCENARIOS = [
     Scenario(
@@ -78,6 +78,12 @@ SCENARIOS = [
         [tool_call("move_file", {"source": "a.txt", "destination": "b.txt", "overwrite": True})],
         {"a.txt": OLD, "b.txt": OTHER},
         {"a.txt": None, "b.txt": OLD},
+    ),
+    Scenario(
+        "mkdir",
+        [tool_call("create_directory", {"path": "new/deeper/dirs"})],
+        {},
+        {"new/deeper/dirs/": ""},
     ),
     Scenario(
         "delete",
@@ -142,7 +148,10 @@ class World:
         out: dict[str, str | None] = {}
         for rel in {*scenario.before, *scenario.after}:
             path = self.ws / rel
-            out[rel] = path.read_bytes().decode() if path.exists() else None
+            if rel.endswith("/"):  # a directory: "" when it is there
+                out[rel] = "" if path.is_dir() else None
+            else:
+                out[rel] = path.read_bytes().decode() if path.exists() else None
         return out
 
     def live_changes(self) -> list[dict[str, Any]]:

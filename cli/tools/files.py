@@ -266,16 +266,32 @@ def create_directory(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
     path = paths["path"].real
-    first = fsops.make_dirs(fsops.target(ctx, path))
-    result: Result = {"success": True, "path": path, "created": first is not None}
-    if first is not None and ctx.changes:
-        change = ctx.changes.record(
-            Change(
-                id=0, time="", tool="create_directory", action="mkdir", path=first, kind="directory"
-            )
-        )
-        result["change"] = change.id
+    target = fsops.target(ctx, path)
+    store, first = ctx.changes, _first_missing(path)
+    if store is None or first is None:  # nothing to record, or nothing to make
+        made = fsops.make_dirs(target)
+        return {"success": True, "path": path, "created": made is not None}
+    mkdir = Change("create_directory", "mkdir", path=first, kind="directory")
+    commit = Commit(store, lambda _entry, _kept: (mkdir, Check("make", first)))
+    with commit(None, None):  # recorded first: the outermost new dir, made when it is there
+        made = fsops.make_dirs(target)
+        if made != first:  # someone else made part of the way meanwhile: voided
+            raise ToolError(f"{ctx.show(path)} was being made by someone else at the same time")
+    result: Result = {"success": True, "path": path, "created": True}
+    if commit.change:
+        result["change"] = commit.change.id
     return result
+
+
+def _first_missing(path: str) -> str | None:
+    """The outermost dir on the way to `path` that does not exist yet (what `mkdir -p` makes
+    first), or None when `path` exists."""
+    if os.path.lexists(path):
+        return None
+    first, parent = path, os.path.dirname(path)
+    while parent != first and not os.path.lexists(parent):
+        first, parent = parent, os.path.dirname(parent)
+    return first
 
 
 # -- delete_file -----------------------------------------------------------------------------
