@@ -8,7 +8,10 @@ included: a partial answer is kept, and every tool call gets its tool message.
 
 Each request gets its own num_ctx (cli/sizing.py) and the history that fits it; the server's
 prompt_eval_count corrects our token estimate for the next one. A prompt the server still
-refuses as too long is trimmed harder and sent once more.
+refuses as too long is trimmed harder and sent once more; the context and prompt size the
+server's refusal states are learnt. A message that cannot fit whatever older history is left
+out is refused before it is sent. An answer the server cut for length ends the turn as
+"length", not as an answer.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from cli.context import (
     shrink_result,
     trim_harder,
 )
-from cli.errors import AgentError, ContextTooLong, StreamError
+from cli.errors import AgentError, ContextTooLong, MessageTooLong, StreamError
 from cli.events import (
     ContentDelta,
     ContextUse,
@@ -67,7 +70,14 @@ from cli.instructions import Instructions
 from cli.policy import Decision, Policy
 from cli.prompt import Surroundings, build_system_prompt
 from cli.schema import SchemaError, validate_arguments
-from cli.sizing import REPLY_TOKENS, Calibration, ContextLimits, choose_num_ctx
+from cli.sizing import (
+    REPLY_TOKENS,
+    Calibration,
+    ContextLimits,
+    choose_num_ctx,
+    context_advice,
+    unfit_message,
+)
 from cli.textcalls import extract_tool_calls
 from cli.tools import Tool, ToolContext, unchanged
 
@@ -188,6 +198,10 @@ class Agent:
         self.clock = clock
         self.toolbox = toolbox
         self.calibration = Calibration()  # per model: our token estimate against the server's
+        # Per model, this session: the num_ctx last asked for (it never shrinks: any other
+        # size is a reload), and the context a server's refusal said it runs the model with.
+        self._held: dict[str, int] = {}
+        self._stated: dict[str, int] = {}
         self._models: dict[str, ModelInfo] = {}
         self._told: set[str] = set()  # notices already given this session
         # The project's instruction files in the system prompt (the wiring loads them).
@@ -335,6 +349,7 @@ class Agent:
                 steps -= 1
                 continue
             loaded = plan.num_ctx  # the model is loaded with it now
+            self._held[info.name] = max(plan.num_ctx, self._held.get(info.name, 0))
             self.calibration.observe(info.name, plan.estimate, turn.stats.prompt_eval_count)
             context = self._context_use(plan, turn.stats)
             total = total + turn.stats
@@ -348,15 +363,16 @@ class Agent:
             conversation.append(turn.message(calls, said))
             yield StepFinished(steps, turn.stats, len(calls), turn.done_reason)
             elapsed = self.clock() - started
+            cut = turn.done_reason == "length"
             if not calls:
-                if turn.done_reason == "length":
-                    yield Notice(self._cut_notice())
+                if cut:
+                    yield Notice(self._cut_notice(info, plan))
                 if not content.strip() and turn.thinking.strip():
                     # Some models put the whole answer in their thinking: better shown than
                     # lost (the user did not necessarily ask to see thinking).
                     yield Notice("the model answered only in its thinking; showing that")
                     content = turn.thinking.strip()
-                elif not content.strip() and not retried_empty and steps < limit:
+                elif not content.strip() and not retried_empty and steps < limit and not cut:
                     # An empty answer after tool results is a known local-model failure
                     # (ollama#10899): asking once more usually gets the real answer.
                     retried_empty = True
@@ -365,7 +381,9 @@ class Agent:
                     continue
                 elif not content.strip():
                     yield Notice("the model sent an empty answer again; nothing to show")
-                yield Finished("answer", content, steps, total, elapsed, context=context)
+                # A cut answer is not an answer: `agent run` exits 3 for it.
+                reason: StopReason = "length" if cut else "answer"
+                yield Finished(reason, content, steps, total, elapsed, context=context)
                 return
             if steps >= limit:
                 answer = self.at_step_limit(steps)
@@ -419,16 +437,26 @@ class Agent:
             conversation.append({"role": "assistant", "content": turn.content})
         return text, turn.stats
 
-    def _cut_notice(self) -> str:
+    def _cut_notice(self, info: ModelInfo, plan: _Plan) -> str:
+        """What to do about an answer the server ended for length."""
         predict = _positive_int(self.settings.options.get("num_predict"))
+        fixed = info.fixed_context
         if predict:
+            sent = f"sent as max_tokens {predict}" if fixed else f"{predict} tokens"
             return (
-                f"the answer was cut at ollama.options.num_predict ({predict} tokens): raise it "
-                "for longer answers"
+                f"the answer was cut at ollama.options.num_predict ({sent}): raise it for "
+                "longer answers, or ask for less"
+            )
+        if fixed:
+            return (
+                "the answer was cut by the server's limit on its length or by the end of its "
+                "context: set ollama.options.num_predict (sent as max_tokens) to the room an "
+                "answer needs, or raise the server's own limit (llama-server: -n), or ask for less"
             )
         return (
-            "the answer was cut: the model ran out of room (the context or the server's "
-            "token limit); raise ollama.max_num_ctx or the server's limit, or ask for less"
+            f"the answer was cut when the context was full (num_ctx {plan.num_ctx}): set "
+            "ollama.options.num_predict to the room an answer needs (the context grows to "
+            "hold it), or ask for less"
         )
 
     def _call(
@@ -446,19 +474,55 @@ class Agent:
         try:
             yield from self._stream(self._request(plan, info, request_tools), turn, conversation)
             return turn, plan
-        except ContextTooLong:
+        except ContextTooLong as exc:
             if turn.size:
                 raise  # it came after the answer had started: nothing to resend
-        harder, trimmed = self._plan_harder(conversation, plan, info, tools_cost)
-        yield Notice(_trim_notice(plan, harder, trimmed))
+            counted = self._learn(exc, plan, info)
+        # What the server said may show the message cannot fit at all: refused, not resent.
+        self._refuse_unfit(conversation, info, tools_cost)
+        harder, trimmed = self._plan_harder(conversation, plan, info, tools_cost, counted)
+        yield Notice(_trim_notice(plan, harder, trimmed, self._limits(info)))
         turn = _Turn()
         try:
             yield from self._stream(self._request(harder, info, request_tools), turn, conversation)
-        except ContextTooLong:
+        except ContextTooLong as exc:
             if turn.size:
                 raise
+            self._learn(exc, harder, info)  # for the next turn
             raise ContextTooLong(self._too_long(harder, info)) from None
         return turn, harder
+
+    def _learn(self, refusal: ContextTooLong, plan: _Plan, info: ModelInfo) -> int | None:
+        """What a server's refusal says: the context it runs the model with (on a server
+        whose context is fixed, the one to fit from now on) and the prompt's size in its
+        tokens (what our estimate of `plan` should have been). Returns that size."""
+        if refusal.context and info.fixed_context:
+            self._stated[info.name] = refusal.context
+        if refusal.prompt_tokens and plan.estimate:
+            self.calibration.at_least(info.name, refusal.prompt_tokens / plan.estimate)
+        return refusal.prompt_tokens
+
+    def _refuse_unfit(self, conversation: list[Message], info: ModelInfo, tools: int) -> None:
+        """A user message that cannot fit the model's context with the system prompt and the
+        tool definitions, whatever older history is left out, is not sent (nor kept, when
+        nothing was done with it yet): one line says its size, the context and what to do."""
+        message = next((m for m in reversed(conversation) if m.get("role") == "user"), None)
+        if message is None:
+            return
+        system = conversation[0] if conversation[0].get("role") == "system" else None
+        fixed_cost = tools + (message_tokens(system) if system is not None else 0)
+        size = message_tokens(message)
+        limits = self._limits(info)
+        if self.calibration.corrected(info.name, fixed_cost + size) <= limits.room:
+            return
+        if conversation[-1] is message:
+            conversation.pop()
+        content = message.get("content")
+        chars = len(content) if isinstance(content, str) else 0
+        factor = self.calibration.factor(info.name)
+        raise MessageTooLong(
+            unfit_message(int(size * factor), chars, int(fixed_cost * factor), limits, info.name)
+        )
 
     def _stream(
         self, request: ChatRequest, turn: _Turn, conversation: list[Message]
@@ -780,14 +844,20 @@ class Agent:
 
     def _limits(self, info: ModelInfo) -> ContextLimits:
         # Only a num_ctx the user set is in options (the config has no default for it), so
-        # it is a floor; num_predict, when set, is what the reply may take.
-        floor = _positive_int(self.settings.options.get("num_ctx"))
+        # it is a floor; num_predict, when set, is what the reply may take. A server whose
+        # context is fixed takes no num_ctx: no floor there. What a server's refusal stated
+        # is newer than what it said before.
+        fixed = info.fixed_context
+        floor = None if fixed else _positive_int(self.settings.options.get("num_ctx"))
         reply = _positive_int(self.settings.options.get("num_predict"))
+        stated = self._stated.get(info.name)
         return ContextLimits(
             cap=self.settings.max_num_ctx,
             floor=floor,
-            trained=info.context_length,
+            trained=stated or info.context_length,
             reply=reply or REPLY_TOKENS,
+            fixed=fixed,
+            served=bool(stated) or info.context_served,
         )
 
     def _plan(
@@ -804,22 +874,34 @@ class Agent:
             return message_tokens(message) if found is None else found
 
         whole = tools_cost + sum(tokens(m) for m in conversation)
-        num_ctx = choose_num_ctx(self.calibration.corrected(info.name, whole), limits, loaded)
+        corrected = self.calibration.corrected(info.name, whole)
+        if corrected > limits.room:  # maybe one message that cannot fit: refused, not sent
+            self._refuse_unfit(conversation, info, tools_cost)
+        num_ctx = choose_num_ctx(corrected, limits, loaded, self._held.get(info.name))
         budget = self._budget(num_ctx, limits, info, tools_cost)
         messages = fit_messages(conversation, budget, tokens)
         return _Plan(messages, num_ctx, tools_cost + sum(tokens(m) for m in messages))
 
     def _plan_harder(
-        self, conversation: list[Message], refused: _Plan, info: ModelInfo, tools_cost: int
+        self,
+        conversation: list[Message],
+        refused: _Plan,
+        info: ModelInfo,
+        tools_cost: int,
+        counted: int | None = None,
     ) -> tuple[_Plan, Trimmed]:
-        """The request again after the server refused `refused` as too long."""
-        # The server counted more than num_ctx tokens where we estimated refused.estimate:
-        # our estimate runs that much short for this model.
-        self.calibration.at_least(info.name, 1.1 * refused.num_ctx / max(1, refused.estimate))
+        """The request again after the server refused `refused` as too long (having counted
+        `counted` tokens in it, when it said)."""
         limits = self._limits(info)
+        if not counted:
+            # The server counted more than the context it has where we estimated
+            # refused.estimate: our estimate runs at least that much short for this model.
+            served = min(refused.num_ctx, limits.ceiling) if limits.fixed else refused.num_ctx
+            self.calibration.at_least(info.name, 1.1 * served / max(1, refused.estimate))
         whole = tools_cost + sum(message_tokens(m) for m in conversation)
-        # Not the loaded size: it did not hold the prompt.
-        num_ctx = choose_num_ctx(self.calibration.corrected(info.name, whole), limits)
+        # Not the loaded size: it did not hold the prompt (the session's is kept if it does).
+        held = self._held.get(info.name)
+        num_ctx = choose_num_ctx(self.calibration.corrected(info.name, whole), limits, None, held)
         budget = self._budget(num_ctx, limits, info, tools_cost)
         if num_ctx <= refused.num_ctx:
             # No more room to ask for: send less than last time, whatever the estimate says.
@@ -854,26 +936,28 @@ class Agent:
         return ContextUse(prompt + stats.eval_count, plan.num_ctx)
 
     def _too_long(self, plan: _Plan, info: ModelInfo) -> str:
-        cap = self.settings.max_num_ctx
-        head = (
-            f"the conversation does not fit the model's context even with history trimmed "
-            f"(num_ctx {plan.num_ctx})"
+        limits = self._limits(info)
+        what, fix = context_advice(limits, info.name)
+        sent = "" if limits.fixed else f"num_ctx {plan.num_ctx}, "
+        return (
+            "the conversation does not fit the model's context even with history trimmed "
+            f"({sent}bounded by {what}): {fix}, or start a new conversation, or send less"
         )
-        if info.context_length and plan.num_ctx >= info.context_length:
-            return (
-                f"{head}, the most model '{info.name}' was trained for (ollama.max_num_ctx is "
-                f"{cap}): start a new conversation, send less, or use a model with a longer "
-                "context"
-            )
-        return f"{head}: raise ollama.max_num_ctx (now {cap}), or start a new conversation"
 
 
-def _trim_notice(refused: _Plan, sent: _Plan, trimmed: Trimmed) -> str:
+def _trim_notice(refused: _Plan, sent: _Plan, trimmed: Trimmed, limits: ContextLimits) -> str:
     cuts = []
     if trimmed.results_cut:
         cuts.append(f"{_count(trimmed.results_cut, 'tool result')} cut")
     if trimmed.turns_dropped:
         cuts.append(f"{_count(trimmed.turns_dropped, 'oldest turn')} left out")
+    if limits.fixed:  # no num_ctx is sent: the server's context is what it is
+        context = f"{limits.ceiling} tokens" if limits.served else "as the server runs it"
+        size = " and ".join(cuts) or "less history"
+        return (
+            f"the server found the prompt longer than the model's context ({context}); "
+            f"sending it once more with {size}"
+        )
     size = f"num_ctx {sent.num_ctx}" + (f", {' and '.join(cuts)}" if cuts else "")
     return (
         f"the server found the prompt longer than the model's context (num_ctx "

@@ -246,7 +246,7 @@ def command(ctx: typer.Context) -> Iterator[Terminal]:
     help="Run one prompt to completion and print the answer on stdout; a trace of tool calls "
     "goes to stderr. Piped stdin is appended to the prompt; a prompt of '-' is read from "
     "stdin. Exit codes: 0 answered, 1 server/model/stream failure, 2 usage or config error, "
-    "3 step limit reached, 130 interrupted.",
+    "3 step limit reached or answer cut short, 130 interrupted.",
 )
 def run(
     ctx: typer.Context,
@@ -415,7 +415,7 @@ def _drive(
     elif record.answer and not trace.streams_answer:
         terminal.stdout.write(shown_answer(record.answer, _isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
-    if record.stop_reason in ("max_steps", "repeating"):
+    if record.stop_reason in ("max_steps", "repeating", "length"):  # the work is not done
         return EXIT_STEP_LIMIT
     return EXIT_OK
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILURE = 1  # server, model or stream failure
 EXIT_USAGE = 2  # bad flags, bad config
-EXIT_STEP_LIMIT = 3  # the model was still calling tools when agent.max_steps ran out
+# Work not finished: the model was still calling tools when agent.max_steps ran out, kept
+# repeating a refused call, or its answer was cut by the server's length limit.
+EXIT_STEP_LIMIT = 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 
@@ -77,4 +79,18 @@ class StreamError(OllamaError):
 class ContextTooLong(OllamaError):
     """The server refused the prompt as longer than the model's context, instead of cutting
     it (Ollama with `truncate: false`, or an OpenAI-compatible server's context error). Any
-    backend raises this one; the loop trims history and retries once."""
+    backend raises this one; the loop trims history and retries once. `context` and
+    `prompt_tokens` are the numbers the server gave, when it did: the context it runs the
+    model with, and how many tokens it counted in the prompt."""
+
+    def __init__(
+        self, message: str, *, context: int | None = None, prompt_tokens: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.context = context
+        self.prompt_tokens = prompt_tokens
+
+
+class MessageTooLong(ContextTooLong):
+    """One message that cannot fit the model's context whatever older history is left out
+    (a huge piped prompt, a large attachment): refused before it is sent."""

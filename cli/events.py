@@ -9,7 +9,7 @@ from typing import Any, Literal
 from cli.backends.messages import Stats, ToolCall
 from cli.policy import Decision
 
-StopReason = Literal["answer", "max_steps", "stopped", "repeating"]
+StopReason = Literal["answer", "max_steps", "stopped", "repeating", "length"]
 
 
 @dataclass(frozen=True)

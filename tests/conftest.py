@@ -173,6 +173,24 @@ class Harness:
 MakeAgent = Callable[..., Harness]
 
 
+def harness(
+    choices: Choices, yaml: str, workspace: Path, home: Path, answers: list[Any] | None = None
+) -> Harness:
+    """The real agent for `choices` (which server, which model), from YAML text like a
+    user's config, its asks answered from `answers`."""
+    config: Config = parse_config(yaml, "test.yaml")
+    approver = ScriptedApprover(list(answers or []))
+    agent = build_agent(
+        choices,
+        config,
+        environ=dict(os.environ),
+        cwd=str(workspace),
+        home=str(home),
+        approver=lambda _policy: approver,
+    )
+    return Harness(agent, approver, [])
+
+
 @pytest.fixture
 def make_agent(ollama: FakeOllama, workspace: Path, home: Path) -> MakeAgent:
     """Build the real agent against the fake server, from YAML text like a user's config."""
@@ -185,17 +203,8 @@ def make_agent(ollama: FakeOllama, workspace: Path, home: Path) -> MakeAgent:
         think: bool | None = None,
         max_steps: int | None = None,
     ) -> Harness:
-        config: Config = parse_config(yaml, "test.yaml")
-        approver = ScriptedApprover(list(answers or []))
-        agent = build_agent(
-            Choices(model=model, host=ollama.url, think=think, max_steps=max_steps),
-            config,
-            environ=dict(os.environ),
-            cwd=str(workspace),
-            home=str(home),
-            approver=lambda _policy: approver,
-        )
-        return Harness(agent, approver, [])
+        choices = Choices(model=model, host=ollama.url, think=think, max_steps=max_steps)
+        return harness(choices, yaml, workspace, home, answers)
 
     return make
 

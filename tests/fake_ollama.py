@@ -148,6 +148,10 @@ class FakeOllama:
     # A tokenizer: when set, the final chunk's prompt_eval_count is this function of the
     # request body, as a real server counts the prompt it was sent.
     prompt_tokens: Callable[[dict[str, Any]], int] | None = None
+    # Loads as Ollama does them: a chat with another num_ctx than the model is loaded with
+    # (re)loads it with that one (`loads` lists each load's num_ctx), and /api/ps says so.
+    follow_loads: bool = False
+    loads: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._script: deque[Stream | HttpError] = deque()
@@ -210,6 +214,13 @@ class FakeOllama:
 
     def stop(self) -> None:
         shut(self._server)
+
+    def load(self, model: str, num_ctx: Any) -> None:
+        """A chat asked for `num_ctx`: Ollama reloads the model unless it runs with that."""
+        with self._lock:
+            if isinstance(num_ctx, int) and self.loaded.get(model) != num_ctx:
+                self.loads.append(num_ctx)
+                self.loaded[model] = num_ctx
 
     def next_response(self) -> Stream | HttpError:
         with self._lock:
@@ -313,6 +324,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(404, {"error": f"model '{model}' not found"})
                 return
             self.served_chat = True
+            if self.fake.follow_loads:
+                self.fake.load(str(model), body.get("options", {}).get("num_ctx"))
             self._chat(self.fake.next_response(), body)
         else:
             self._json(404, {"error": "not found"})

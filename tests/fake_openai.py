@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -140,6 +140,18 @@ class FakeOpenAI:
     # as uvicorn does to the connection whose stream failed (llama-cpp-python).
     reset_kept_alive: bool = False
     prefix: str = "/v1"
+    # LM Studio's own API at the root: id → its entry there ({"state": "loaded",
+    # "loaded_context_length": 4096, "max_context_length": 32768}), served as /api/v1/models
+    # (LM Studio 0.4, `lm_studio_api` "v1") or /api/v0/models (0.3.6+, "v0"). Its /v1/models
+    # then says `owned_by: organization_owner`, as LM Studio's does.
+    lm_studio: dict[str, dict[str, Any]] | None = None
+    lm_studio_api: str = "v1"
+    # The context the server runs the model with: a prompt of more tokens (`tokenizer`, by
+    # default 4 characters of the request's messages and tools a token) is refused, worded as
+    # `context_style` words it: llama-cpp-python, llama.cpp (llama-server), vllm, lmstudio.
+    context: int | None = None
+    context_style: str = "llama-cpp-python"
+    tokenizer: Callable[[dict[str, Any]], int] | None = None
 
     def __post_init__(self) -> None:
         self._script: deque[Scripted] = deque()
@@ -265,6 +277,78 @@ class FakeOpenAI:
                 "usage": _usage(answer),
             }
 
+    def prompt_tokens_of(self, body: dict[str, Any]) -> int:
+        """The request's prompt in this fake's tokens."""
+        if self.tokenizer is not None:
+            return self.tokenizer(body)
+        text = json.dumps(body.get("messages")) + json.dumps(body.get("tools") or [])
+        return (len(text) + 3) // 4
+
+    def refusal(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """The error a server running with `context` answers a prompt too long for it, in its
+        own words, or None when it fits."""
+        if self.context is None:
+            return None
+        n_ctx, prompt = self.context, self.prompt_tokens_of(body)
+        max_tokens = body.get("max_tokens")
+        wanted = max_tokens if isinstance(max_tokens, int) else 0
+        if prompt + wanted <= n_ctx and prompt < n_ctx:
+            return None
+        if self.context_style == "llama.cpp":  # tools/server: exceed_context_size_error
+            message = (
+                f"request ({prompt} tokens) exceeds the available context size ({n_ctx} "
+                "tokens), try increasing it"
+            )
+            error = {"code": 400, "message": message, "type": "exceed_context_size_error"}
+            return 400, {"error": {**error, "n_prompt_tokens": prompt, "n_ctx": n_ctx}}
+        if self.context_style == "vllm":
+            message = (
+                f"This model's maximum context length is {n_ctx} tokens. However, you requested "
+                f"{wanted} output tokens and your prompt contains at least {prompt + 1} input "
+                f"tokens, for a total of at least {prompt + 1 + wanted} tokens. Please reduce "
+                "the length of the input prompt or the number of requested output tokens."
+            )
+            return 400, {"error": {"message": message, "type": "BadRequestError", "code": 400}}
+        if self.context_style == "lmstudio":
+            message = (
+                f"Trying to keep the first {prompt} tokens when context the overflows. However, "
+                f"the model is loaded with context length of only {n_ctx} tokens, which is not "
+                "enough. Try to load the model with a larger context length, or provide a "
+                "shorter input"
+            )
+            return 400, {"error": message}
+        # llama-cpp-python (server/errors.py context_length_exceeded)
+        message = (
+            f"This model's maximum context length is {n_ctx} tokens. However, you requested "
+            f"{prompt + wanted} tokens ({prompt} in the messages, {max_tokens} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
+        error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+        return 400, {"error": {**error, "code": "context_length_exceeded"}}
+
+    def lm_studio_models(self, api: str) -> dict[str, Any] | None:
+        """LM Studio's own model list, as /api/v1/models or /api/v0/models answers it."""
+        if self.lm_studio is None or api != self.lm_studio_api:
+            return None
+        if api == "v0":
+            return {
+                "object": "list",
+                "data": [{"id": i, "object": "model", **e} for i, e in self.lm_studio.items()],
+            }
+        models = []
+        for key, entry in self.lm_studio.items():
+            loaded = entry.get("loaded_context_length")
+            instances = [{"id": key, "config": {"context_length": loaded}}] if loaded else []
+            models.append(
+                {
+                    "type": "llm",
+                    "key": key,
+                    "loaded_instances": instances,
+                    "max_context_length": entry.get("max_context_length"),
+                }
+            )
+        return {"models": models}
+
     def _id_of(self, call: Call) -> str:
         if call.id is None:
             call.id = self.call_id()  # the same id when the answer is sent twice
@@ -338,13 +422,18 @@ class _Handler(BaseHTTPRequestHandler):
             if fake.models_body is not None:
                 self._send(200, fake.models_body)
                 return
+            owner = "fake" if fake.lm_studio is None else "organization_owner"
             data = [
-                {"id": name, "object": "model", "owned_by": "fake", **entry}
+                {"id": name, "object": "model", "owned_by": owner, **entry}
                 for name, entry in fake.models.items()
             ]
             self._json(200, {"object": "list", "data": data})
         elif self.path == "/props" and fake.props is not None:
             self._json(200, fake.props)
+        elif self.path in ("/api/v1/models", "/api/v0/models") and (
+            listed := fake.lm_studio_models(self.path.split("/")[2])
+        ):
+            self._json(200, listed)
         else:
             self._json(404, {"detail": "Not Found"})
 
@@ -362,6 +451,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         streaming = isinstance(body, dict) and body.get("stream") is True
         self.served_chat = True
+        refused = fake.refusal(body) if isinstance(body, dict) else None
+        if refused is not None:
+            self._json(*refused)
+            return
         response = fake.next_response()
         delay = getattr(response, "header_delay", 0.0)
         if delay:

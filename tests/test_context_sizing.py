@@ -309,7 +309,7 @@ def test_prompt_eval_count_corrects_later_sizing(
     ollama.prompt_tokens = lambda body: int(ratio * estimate_of(body))  # a denser tokenizer
     ollama.enqueue(reply(tool_calls=[tool_call("list_directory", {"path": "."})]), reply("ok"))
     harness = make_agent("ollama: {max_num_ctx: 131072}\n", model="big:1")
-    harness.run("x " * 20_000)
+    harness.run("x " * 60_000)  # above a quarter of the cap: the first size is what it needs
     first, second = ollama.chat_bodies
     assert num_ctx(first) == stepped(estimate_of(first) + REPLY_TOKENS)  # no factor yet
     if grows:

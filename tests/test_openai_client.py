@@ -961,7 +961,9 @@ def test_context_errors_are_context_too_long(
     openai.enqueue(HttpError(400, message, code=code))
     with pytest.raises(ContextTooLong) as info:
         chat(client)
-    assert "ollama.max_num_ctx" in str(info.value)
+    # The fix is the server's: its context is what it was loaded with (issue 20: never advise
+    # a cap that is not the limit).
+    assert "-c/--ctx-size" in str(info.value) and "max_num_ctx" not in str(info.value)
     assert_one_line(info.value)
 
 

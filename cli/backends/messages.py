@@ -76,6 +76,13 @@ def loads_json(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
     return json.loads(text)
 
 
+# What sets the context on each OpenAI-compatible server, for the messages that say to load
+# the model with a larger one.
+SERVER_CONTEXT_FLAGS = (
+    "llama-server: -c/--ctx-size; llama-cpp-python: --n_ctx; LM Studio: the model's Context "
+    "Length, or lms load --context-length; vLLM: --max-model-len"
+)
+
 # A chat message as Ollama's /api/chat takes it: role, content, and optionally thinking,
 # tool_calls, tool_name, tool_call_id. Kept as plain dicts so a session saves as JSON as is.
 Message = dict[str, Any]
@@ -224,7 +231,13 @@ class ModelInfo:
 
     name: str
     capabilities: frozenset[str]
-    context_length: int | None = None  # the context the model was trained for
+    # The context the model was trained for or, where `context_served`, the one the server
+    # runs it with (llama-server's /props, vLLM's max_model_len, LM Studio's loaded model).
+    context_length: int | None = None
+    context_served: bool = False
+    # The server runs the model with one context whatever a request says (an OpenAI-compatible
+    # server): no num_ctx is sent, and history is fitted to what the server serves.
+    fixed_context: bool = False
     size: int | None = None  # bytes on disk, when the server says
     parameter_size: str | None = None  # "8.2B", as the server writes it
     quantization: str | None = None  # "Q4_K_M"

@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
@@ -30,6 +31,7 @@ from cli.backends.failures import (
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
     MAX_LINE_BYTES,
+    SERVER_CONTEXT_FLAGS,
     ChatChunk,
     ChatRequest,
     JSONTooDeep,
@@ -43,7 +45,9 @@ from cli.backends.messages import (
 from cli.backends.openai_dialect import (
     Answer,
     as_dict,
+    as_list,
     capabilities_of,
+    context_numbers,
     done_reason_of,
     error_parts,
     is_context_error,
@@ -94,15 +98,14 @@ _OPTIONS = (
 # offered (tool_choice "auto" costs nothing when the model ignores it), thinking is not
 # requested — there is no switch for it on this API.
 ASSUMED_CAPABILITIES = frozenset({"completion", "tools"})
-# Where servers say how long a context they serve, best first: what is loaded now (vLLM's
-# max_model_len is that), then what the model was trained for.
-_CONTEXT_KEYS = (
-    "loaded_context_length",
-    "max_model_len",
-    "context_length",
-    "context_window",
-    "max_context_length",
-)
+# Where servers say how long a context they serve, in their /models entries, best first: what
+# is loaded now (vLLM's max_model_len is that), then what the model was trained for (LM
+# Studio's max_context_length: only a bound on what it serves).
+_SERVED_KEYS = ("loaded_context_length", "max_model_len", "context_length", "context_window")
+_TRAINED_KEYS = ("max_context_length",)
+# What LM Studio's /v1/models says of every model; its own API (/api/v1/models since 0.4.0,
+# /api/v0/models since 0.3.6) says the context a loaded model runs with.
+_LM_STUDIO_OWNER = "organization_owner"
 _MODEL_WORDS = re.compile(r"\bmodel\b|model_not_found", re.IGNORECASE)
 
 
@@ -137,6 +140,7 @@ class OpenAIClient:
         self.max_stream_bytes = max_stream_bytes
         self._next_call_id = 0
         self._models_cache: tuple[float, list[dict[str, Any]] | None] | None = None
+        self._lm_studio_cache: tuple[float, dict[str, tuple[int | None, int | None]]] | None = None
         # identity: the body is read with read1(), which does not undo a gzip'd answer.
         self._headers = {"Accept-Encoding": "identity"}
         if api_key:
@@ -232,10 +236,13 @@ class OpenAIClient:
                 "shown with --think)"
             )
         meta = as_dict(entry.get("meta"))
+        context, served = self._context_length(entry)
         return ModelInfo(
             model,
             capabilities,
-            self._context_length(entry),
+            context,
+            context_served=served,
+            fixed_context=True,
             size=int(meta["size"]) if positive(meta.get("size")) else None,
             parameter_size=_parameter_size(meta.get("n_params")),
             note="; ".join(notes),
@@ -351,7 +358,7 @@ class OpenAIClient:
                 fix = f"set ${self._api_key_env} to the server's API key (ollama.api_key_env)"
             return OllamaError(f"{where} refused the request (HTTP {status}: {detail}): {fix}")
         if status in (400, 413, 422) and is_context_error(detail, code):
-            return context_too_long(self._base, detail)
+            return context_too_long(self._base, detail, text)
         if status == 404 and model and (_MODEL_WORDS.search(detail) or "model_not_found" in code):
             return ModelNotFound(
                 f"model '{model}' not found on {self._base} ({detail}): pick one it serves "
@@ -439,28 +446,65 @@ class OpenAIClient:
         message, code = error_parts(raw.decode("utf-8", "replace"))
         return bool(_MODEL_WORDS.search(message) or "model_not_found" in code)
 
-    def _context_length(self, entry: Mapping[str, Any]) -> int | None:
-        """The context the server gives this model, where it says: in its /models entry
-        (vLLM's max_model_len), else llama-server's /props (the n_ctx it runs with, probed only
-        when the entry looks like llama.cpp's), else the trained length (llama.cpp's
-        meta.n_ctx_train). LM Studio and llama-cpp-python say nothing: None."""
-        for key in _CONTEXT_KEYS:
+    def _context_length(self, entry: Mapping[str, Any]) -> tuple[int | None, bool]:
+        """The context the server gives this model, where it says, and whether that is what
+        it serves (True) or only what the model was trained for: its /models entry (vLLM's
+        max_model_len), else llama-server's /props (the n_ctx it runs with, probed only when
+        the entry looks like llama.cpp's), else LM Studio's own API (the loaded context,
+        probed only when the entry looks like LM Studio's), else the trained length
+        (llama.cpp's meta.n_ctx_train, LM Studio's max_context_length). llama-cpp-python says
+        nothing: (None, False) until a context error says it."""
+        for key in _SERVED_KEYS:
             if positive(entry.get(key)):
-                return int(entry[key])
+                return int(entry[key]), True
+        model = str(entry.get("id"))
+        trained: Any = next((entry[k] for k in _TRAINED_KEYS if positive(entry.get(k))), None)
         meta = entry.get("meta")
-        if not isinstance(meta, dict) and entry.get("owned_by") != "llamacpp":
-            return None
-        served = self._llama_server_n_ctx()
+        if isinstance(meta, dict) or entry.get("owned_by") == "llamacpp":
+            served = self._llama_server_n_ctx(model)
+            trained = as_dict(meta).get("n_ctx_train")
+        elif entry.get("owned_by") == _LM_STUDIO_OWNER:
+            served, trained = self._lm_studio_contexts().get(model, (None, trained))
+        else:
+            served = None
         if served:
-            return served
-        trained = as_dict(meta).get("n_ctx_train")
-        return int(trained) if positive(trained) else None
+            return served, True
+        return (int(trained), False) if positive(trained) else (None, False)
 
-    def _llama_server_n_ctx(self) -> int | None:
+    def _llama_server_n_ctx(self, model: str) -> int | None:
+        """llama-server's /props: the context each slot runs with. In router mode (several
+        models) it wants the model named."""
+        data = self._root_json("/props")
+        if data is None:
+            data = self._root_json(f"/props?model={quote(model, safe='')}")
+        settings = as_dict(data).get("default_generation_settings")
+        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+        n_ctx = n_ctx if positive(n_ctx) else as_dict(data).get("n_ctx")
+        return int(n_ctx) if positive(n_ctx) else None
+
+    def _lm_studio_contexts(self) -> dict[str, tuple[int | None, int | None]]:
+        """LM Studio's own model list, by id: the context each loaded model runs with (None
+        when it is not loaded: it will be loaded with its default) and its most. Reused for
+        MODELS_TTL seconds, as the /models answer is."""
+        now = self._clock()
+        if self._lm_studio_cache is not None and now - self._lm_studio_cache[0] < MODELS_TTL:
+            return self._lm_studio_cache[1]
+        listed = as_dict(self._root_json("/api/v1/models")).get("models")
+        if isinstance(listed, list):  # LM Studio 0.4.0 and later
+            contexts = dict(_lm_studio_v1(as_dict(e)) for e in listed)
+        else:  # LM Studio 0.3.6 to 0.3.x
+            data = as_dict(self._root_json("/api/v0/models")).get("data")
+            contexts = dict(_lm_studio_v0(as_dict(e)) for e in as_list(data))
+        self._lm_studio_cache = (now, contexts)
+        return contexts
+
+    def _root_json(self, path: str) -> Any:
+        """GET a path of the server's own API, at the root of the base URL (not under /v1):
+        its JSON, or None when there is no such answer (404, not JSON, unreachable)."""
         root = self._base[: -len("/v1")] if self._base.endswith("/v1") else self._base
         try:
             response = self._session.get(
-                root + "/props", headers=self._headers, stream=True, timeout=(CONNECT_TIMEOUT, 10)
+                root + path, headers=self._headers, stream=True, timeout=(CONNECT_TIMEOUT, 10)
             )
         except requests.exceptions.RequestException:
             return None
@@ -468,15 +512,9 @@ class OpenAIClient:
             if response.status_code != 200:
                 return None
             try:
-                data = loads_json(self._read_body(response, limit=4 * 1024 * 1024))
+                return loads_json(self._read_body(response, limit=4 * 1024 * 1024))
             except (OllamaError, ValueError):
                 return None
-        if not isinstance(data, dict):
-            return None
-        settings = data.get("default_generation_settings")
-        n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-        n_ctx = n_ctx if positive(n_ctx) else data.get("n_ctx")
-        return int(n_ctx) if positive(n_ctx) else None
 
     def _read_json(self, response: requests.Response, path: str) -> Any:
         raw = self._read_body(response, limit=MAX_BODY_BYTES)
@@ -576,7 +614,7 @@ class OpenAIClient:
             message, code = error_parts(json.dumps(data))
             detail = one_line(message or json.dumps(data))[:200]
             if is_context_error(detail, code):
-                raise context_too_long(self._base, detail)
+                raise context_too_long(self._base, detail, json.dumps(data))
             raise StreamError(f"the server reported an error mid-stream: {detail}")
         return data
 
@@ -613,17 +651,36 @@ class _NoSuchPath(OllamaError):
     """HTTP 404/405 for the path itself (not for a model): the server has no such endpoint."""
 
 
-def context_too_long(base: str, detail: str) -> ContextTooLong:
-    """The server refused a prompt longer than the context it runs with: the loop trims
-    history harder and sends once more."""
+def context_too_long(base: str, detail: str, body: str = "") -> ContextTooLong:
+    """The server refused a prompt longer than the context it runs with, and said how long
+    that is where it did: the loop learns it, trims history harder and sends once more."""
+    context, prompt = context_numbers(body or detail)
     return ContextTooLong(
-        f"the prompt is longer than the context {base} serves ({detail}): lower "
-        "ollama.max_num_ctx to the server's context size, or start the server with a larger "
-        "one (LM Studio: the model's context length; llama-server: -c; vLLM: --max-model-len)"
+        f"the prompt is longer than the context {base} serves ({detail}): send less, or load "
+        f"the model with a larger context ({SERVER_CONTEXT_FLAGS})",
+        context=context,
+        prompt_tokens=prompt,
     )
 
 
 # -- small helpers ----------------------------------------------------------------------------
+
+
+def _lm_studio_v1(entry: Mapping[str, Any]) -> tuple[str, tuple[int | None, int | None]]:
+    """One model of LM Studio's /api/v1/models: its key, the smallest context its loaded
+    instances run with (None: not loaded) and its most."""
+    configs = [as_dict(as_dict(i).get("config")) for i in as_list(entry.get("loaded_instances"))]
+    sizes = [int(c["context_length"]) for c in configs if positive(c.get("context_length"))]
+    most = entry.get("max_context_length")
+    return str(entry.get("key")), (min(sizes) if sizes else None, most if positive(most) else None)
+
+
+def _lm_studio_v0(entry: Mapping[str, Any]) -> tuple[str, tuple[int | None, int | None]]:
+    """One model of LM Studio's /api/v0/models: its id, the context it is loaded with (None:
+    not loaded) and its most."""
+    loaded, most = entry.get("loaded_context_length"), entry.get("max_context_length")
+    served = loaded if positive(loaded) and entry.get("state") == "loaded" else None
+    return str(entry.get("id")), (served, most if positive(most) else None)
 
 
 def _is_json(response: requests.Response) -> bool:

@@ -37,7 +37,28 @@ _CAPABILITY_NAMES = {
 }
 _CONTEXT_ERROR = re.compile(
     r"context (length|window|size)|maximum context|too many tokens|prompt is too long"
-    r"|exceeds? the (available )?context|context_length_exceeded|exceed_context_size",
+    r"|exceeds? the (available )?context|context_length_exceeded|exceed_context_size"
+    r"|cannot truncate prompt",
+    re.IGNORECASE,
+)
+# The numbers in a context error. The context the server runs the model with: "This model's
+# maximum context length is 2048 tokens" (llama-cpp-python, vLLM), "exceeds the available
+# context size (4096 tokens)" (llama-server), "loaded with context length of only 4096 tokens"
+# and "n_keep (15028) >= n_ctx (7424)" (LM Studio).
+_SERVED_CONTEXT = re.compile(
+    r"maximum context length is (\d+)|context size \((\d+) tokens\)"
+    r"|context length of only (\d+)|n_ctx \((\d+)\)",
+    re.IGNORECASE,
+)
+# The prompt as the server counted it: "(14768 in the messages, …)" (llama-cpp-python, older
+# vLLM), "your request has 5000 input tokens", "your prompt contains at least 6145 input
+# tokens" (newer vLLM), "request (4476 tokens) exceeds" (llama-server), "keep the first 10136
+# tokens" and "n_keep (15028)" (LM Studio). Never "you requested N tokens": that N holds the
+# reply's budget too.
+_PROMPT_TOKENS = re.compile(
+    r"\((\d+) in the messages|request has (\d+) input tokens|contains at least (\d+) input"
+    r"|request \((\d+) tokens\)|keep the first (\d+) tokens|n_keep \((\d+)\)"
+    r"|messages resulted in (\d+) tokens",
     re.IGNORECASE,
 )
 _CALL_ID = re.compile(r"call_(\d{1,9})")
@@ -350,6 +371,29 @@ def error_parts(body: str) -> tuple[str, str]:
 
 def is_context_error(detail: str, code: str) -> bool:
     return bool(_CONTEXT_ERROR.search(detail) or _CONTEXT_ERROR.search(code))
+
+
+def context_numbers(body: str) -> tuple[int | None, int | None]:
+    """The context the server runs the model with and the prompt's size in its tokens, as a
+    context error states them (None where it does not): llama-server's `n_ctx` and
+    `n_prompt_tokens` fields, else the numbers in the message."""
+    try:
+        data = loads_json(body)
+    except ValueError:
+        data = None
+    error = as_dict(as_dict(data).get("error", data))
+    served, prompt = error.get("n_ctx"), error.get("n_prompt_tokens")
+    text = body if not isinstance(error.get("message"), str) else error["message"]
+    return (
+        served if positive(served) else _first_number(_SERVED_CONTEXT, text),
+        prompt if positive(prompt) else _first_number(_PROMPT_TOKENS, text),
+    )
+
+
+def _first_number(pattern: re.Pattern[str], text: str) -> int | None:
+    found = pattern.search(text)
+    number = next((int(g) for g in found.groups() if g), 0) if found else 0
+    return number or None
 
 
 def token_count(usage: Mapping[str, Any] | None, key: str) -> int:
