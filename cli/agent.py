@@ -952,10 +952,10 @@ def _trim_notice(refused: _Plan, sent: _Plan, trimmed: Trimmed, limits: ContextL
     if trimmed.turns_dropped:
         cuts.append(f"{_count(trimmed.turns_dropped, 'oldest turn')} left out")
     if limits.fixed:  # no num_ctx is sent: the server's context is what it is
-        context = f"{limits.ceiling} tokens" if limits.served else "as the server runs it"
+        context = f" ({limits.ceiling} tokens)" if limits.served else ""
         size = " and ".join(cuts) or "less history"
         return (
-            f"the server found the prompt longer than the model's context ({context}); "
+            f"the server found the prompt longer than the model's context{context}; "
             f"sending it once more with {size}"
         )
     size = f"num_ctx {sent.num_ctx}" + (f", {' and '.join(cuts)}" if cuts else "")
