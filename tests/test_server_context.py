@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cli.backends.messages import ChatRequest
 from cli.backends.openai import OpenAIClient
 from cli.context import estimate_tokens, message_tokens
 from cli.errors import ContextTooLong, MessageTooLong
@@ -223,8 +224,6 @@ def test_a_context_error_carries_the_servers_numbers(
     openai.context, openai.context_style = 2048, style
     body_messages = [{"role": "user", "content": "x" * 40_000}]
     counted = openai.prompt_tokens_of({"messages": body_messages})
-    from cli.backends.messages import ChatRequest
-
     with pytest.raises(ContextTooLong) as info:
         list(OpenAIClient(openai.url).chat(ChatRequest("qwen3:8b", body_messages)))
     assert info.value.context == 2048
