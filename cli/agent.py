@@ -34,14 +34,7 @@ from cli.backends.messages import (
     Stats,
     ToolCall,
 )
-from cli.context import (
-    Trimmed,
-    estimate_tokens,
-    fit_messages,
-    message_tokens,
-    shrink_result,
-    trim_harder,
-)
+from cli.context import estimate_tokens, message_tokens, shrink_result
 from cli.errors import AgentError, ContextTooLong, MessageTooLong, StreamError
 from cli.events import (
     ContentDelta,
@@ -80,6 +73,7 @@ from cli.sizing import (
 )
 from cli.textcalls import extract_tool_calls
 from cli.tools import Tool, ToolContext, unchanged
+from cli.window import Compaction, Window
 
 if TYPE_CHECKING:
     from cli.mcp.servers import McpServers
@@ -103,6 +97,7 @@ class AgentSettings:
     # prompt, calls read back from text), auto (native when the model reports tool support).
     tool_mode: str = "auto"
     instructions: str = ""  # the project's instructions section (cli/instructions.py)
+    compact_to: float = 0.33  # a compaction leaves this share of the budget (cli/window.py)
 
 
 @dataclass(frozen=True)
@@ -113,6 +108,8 @@ class _Plan:
     messages: list[Message]
     num_ctx: int
     estimate: int
+    compaction: Compaction | None = None  # what fitting the window took, if anything
+    shortened: int = 0  # the newest results shortened to fit, once
 
 
 def _joined(parts: list[str]) -> str:
@@ -204,6 +201,14 @@ class Agent:
         self._stated: dict[str, int] = {}
         self._models: dict[str, ModelInfo] = {}
         self._told: set[str] = set()  # notices already given this session
+        # What the server is sent of the conversation (cli/window.py): append-only between
+        # compactions. One per conversation list; /clear and --resume start a new one.
+        self._window = Window()
+        self._window_of: list[Message] | None = None
+        # The last request (model, tools, messages as sent): a request that does not start
+        # with all of it costs the server a new evaluation, which -v says.
+        self._sent: tuple[str, list[dict[str, Any]], list[Message]] | None = None
+        self._compacting = False  # the next request's prefix change is a compaction's
         # The project's instruction files in the system prompt (the wiring loads them).
         self.instructions = Instructions()
         # What to do when the model is still calling tools at the step limit: `agent run`
@@ -326,6 +331,7 @@ class Agent:
                 costed = (request_tools, estimate_tokens(json.dumps(request_tools)))
             tools_cost = costed[1] if request_tools else 0
             plan = self._plan(conversation, info, tools_cost, loaded)
+            yield from self._fitted(plan, info)
             kept = len(conversation)
             try:
                 turn, plan = yield from self._call(
@@ -424,9 +430,10 @@ class Agent:
         """One last call with no tools: the model reports what it did and what is left. Its
         answer is kept in the conversation; the request for it is not."""
         asked = [*conversation, {"role": "user", "content": WRAP_UP.format(steps=steps)}]
-        plan = self._plan(asked, info, 0, None)
+        plan = self._plan(asked, info, 0, None, self._window_for(conversation))
         turn = _Turn()
         yield Notice("step limit reached: asking the model to sum up what it did")
+        yield from self._fitted(plan, info)
         try:
             yield from self._stream(self._request(plan, info, []), turn, [])
         except AgentError as exc:
@@ -480,8 +487,8 @@ class Agent:
             counted = self._learn(exc, plan, info)
         # What the server said may show the message cannot fit at all: refused, not resent.
         self._refuse_unfit(conversation, info, tools_cost)
-        harder, trimmed = self._plan_harder(conversation, plan, info, tools_cost, counted)
-        yield Notice(_trim_notice(plan, harder, trimmed, self._limits(info)))
+        harder = self._plan_harder(conversation, plan, info, tools_cost, counted)
+        yield Notice(_trim_notice(plan, harder, self._limits(info)))
         turn = _Turn()
         try:
             yield from self._stream(self._request(harder, info, request_tools), turn, conversation)
@@ -528,6 +535,9 @@ class Agent:
         self, request: ChatRequest, turn: _Turn, conversation: list[Message]
     ) -> Iterator[Event]:
         """Stream one answer into `turn`, yielding its deltas."""
+        changed = self._prefix_change(request)
+        if changed:
+            yield Notice(changed, detail=True)
         try:
             for chunk in self.backend.chat(request):
                 turn.add_text(chunk.content, chunk.thinking)
@@ -860,27 +870,86 @@ class Agent:
             served=bool(stated) or info.context_served,
         )
 
+    def _window_for(self, conversation: list[Message]) -> Window:
+        """The window of this conversation list (a new list, a new window)."""
+        if conversation is not self._window_of:
+            self._window, self._window_of = Window(), conversation
+        return self._window
+
     def _plan(
-        self, conversation: list[Message], info: ModelInfo, tools_cost: int, loaded: int | None
+        self,
+        conversation: list[Message],
+        info: ModelInfo,
+        tools_cost: int,
+        loaded: int | None,
+        window: Window | None = None,
     ) -> _Plan:
-        """num_ctx for the whole conversation as it stands, and the history that fits it."""
+        """num_ctx for the conversation as the server is sent it, and that window: the last
+        request's messages and the new ones, compacted once and deep when they do not fit."""
         limits = self._limits(info)
-        # Each message estimated once: fit_messages and the total ask again (a shortened
-        # tool result, a new object, is estimated afresh; a live message's id is its own).
-        known = {id(m): message_tokens(m) for m in conversation}
-
-        def tokens(message: Mapping[str, Any]) -> int:
-            found = known.get(id(message))
-            return message_tokens(message) if found is None else found
-
-        whole = tools_cost + sum(tokens(m) for m in conversation)
+        window = window or self._window_for(conversation)
+        shown = window.view(conversation)
+        whole = tools_cost + sum(message_tokens(m) for m in shown)
         corrected = self.calibration.corrected(info.name, whole)
         if corrected > limits.room:  # maybe one message that cannot fit: refused, not sent
             self._refuse_unfit(conversation, info, tools_cost)
         num_ctx = choose_num_ctx(corrected, limits, loaded, self._held.get(info.name))
         budget = self._budget(num_ctx, limits, info, tools_cost)
-        messages = fit_messages(conversation, budget, tokens)
-        return _Plan(messages, num_ctx, tools_cost + sum(tokens(m) for m in messages))
+        return self._fit(conversation, window, num_ctx, budget, tools_cost)
+
+    def _fit(
+        self,
+        conversation: list[Message],
+        window: Window,
+        num_ctx: int,
+        budget: int,
+        tools_cost: int,
+    ) -> _Plan:
+        shown = window.view(conversation)
+        size = sum(message_tokens(m) for m in shown)
+        compaction, shortened = None, 0
+        if size > budget:
+            target = int(budget * self.settings.compact_to)
+            compaction = window.compact(conversation, target, message_tokens)
+            self._compacting = self._compacting or compaction.did
+            shown = window.view(conversation)
+            size = sum(message_tokens(m) for m in shown)
+            if size > budget:  # the newest results alone are too big: shortened, once
+                shortened = window.shorten(conversation, size - budget, message_tokens)
+                shown = window.view(conversation)
+                size = sum(message_tokens(m) for m in shown)
+        return _Plan(shown, num_ctx, tools_cost + size, compaction, shortened)
+
+    def _fitted(self, plan: _Plan, info: ModelInfo) -> Iterator[Event]:
+        """What fitting the request took, said once: a compaction, results shortened."""
+        done = plan.compaction
+        if done is not None and done.did:
+            factor = self.calibration.factor(info.name)
+            yield Notice(
+                f"context compacted: {done.describe()} (about {int(done.before * factor)} → "
+                f"{int(done.after * factor)} tokens); the next steps add to what is left"
+            )
+        if plan.shortened:
+            yield Notice(
+                f"{_count(plan.shortened, 'tool result')} shortened to fit the context window"
+            )
+
+    def compact(self, conversation: list[Message], summary: str = "") -> Compaction:
+        """`/compact`: the conversation's window compacted now, as it would be when full,
+        with `summary` (of what goes) in the note."""
+        info = self.model_info()
+        limits = self._limits(info)
+        window = self._window_for(conversation)
+        tools_cost = 0
+        if self.tool_mode(info) == "native":
+            names = self.policy.enabled_tools()
+            tools_cost = estimate_tokens(json.dumps([self.toolbox[n].definition() for n in names]))
+        budget = self._budget(limits.ceiling, limits, info, tools_cost)
+        done = window.compact(
+            conversation, int(budget * self.settings.compact_to), message_tokens, summary
+        )
+        self._compacting = self._compacting or done.did
+        return done
 
     def _plan_harder(
         self,
@@ -889,16 +958,18 @@ class Agent:
         info: ModelInfo,
         tools_cost: int,
         counted: int | None = None,
-    ) -> tuple[_Plan, Trimmed]:
+    ) -> _Plan:
         """The request again after the server refused `refused` as too long (having counted
-        `counted` tokens in it, when it said)."""
+        `counted` tokens in it, when it said): the window compacted to the corrected budget,
+        for this request and the ones after it."""
         limits = self._limits(info)
         if not counted:
             # The server counted more than the context it has where we estimated
             # refused.estimate: our estimate runs at least that much short for this model.
             served = min(refused.num_ctx, limits.ceiling) if limits.fixed else refused.num_ctx
             self.calibration.at_least(info.name, 1.1 * served / max(1, refused.estimate))
-        whole = tools_cost + sum(message_tokens(m) for m in conversation)
+        window = self._window_for(conversation)
+        whole = tools_cost + sum(message_tokens(m) for m in window.view(conversation))
         # Not the loaded size: it did not hold the prompt (the session's is kept if it does).
         held = self._held.get(info.name)
         num_ctx = choose_num_ctx(self.calibration.corrected(info.name, whole), limits, None, held)
@@ -906,9 +977,27 @@ class Agent:
         if num_ctx <= refused.num_ctx:
             # No more room to ask for: send less than last time, whatever the estimate says.
             budget = min(budget, (refused.estimate - tools_cost) * 2 // 3)
-        trimmed = trim_harder(conversation, budget)
-        estimate = tools_cost + sum(message_tokens(m) for m in trimmed.messages)
-        return _Plan(trimmed.messages, num_ctx, estimate), trimmed
+        return self._fit(conversation, window, num_ctx, budget, tools_cost)
+
+    def _prefix_change(self, request: ChatRequest) -> str:
+        """Where `request` stops repeating the last one, when it does and no compaction
+        said so: the server evaluates everything after that point again (-v says it)."""
+        sent = (request.model, list(request.tools or []), list(request.messages))
+        last, self._sent = self._sent, sent
+        compacting, self._compacting = self._compacting, False
+        if last is None or last[0] != sent[0] or compacting:
+            return ""
+        if last[1] != sent[1]:
+            return "the tool definitions changed: the server evaluates the whole prompt again"
+        before, now = last[2], sent[2]
+        for index, message in enumerate(before):
+            if index >= len(now) or not (now[index] is message or now[index] == message):
+                what = "the system prompt" if index == 0 else f"message {index + 1}"
+                return (
+                    f"{what} of the last request is not sent the same way: the server "
+                    f"evaluates {len(now) - index} messages again"
+                )
+        return ""
 
     def _budget(self, num_ctx: int, limits: ContextLimits, info: ModelInfo, tools: int) -> int:
         """How much of our estimate the messages may take in `num_ctx`: what the reply does
@@ -945,12 +1034,12 @@ class Agent:
         )
 
 
-def _trim_notice(refused: _Plan, sent: _Plan, trimmed: Trimmed, limits: ContextLimits) -> str:
+def _trim_notice(refused: _Plan, sent: _Plan, limits: ContextLimits) -> str:
     cuts = []
-    if trimmed.results_cut:
-        cuts.append(f"{_count(trimmed.results_cut, 'tool result')} cut")
-    if trimmed.turns_dropped:
-        cuts.append(f"{_count(trimmed.turns_dropped, 'oldest turn')} left out")
+    if sent.compaction is not None and sent.compaction.did:
+        cuts.append(sent.compaction.describe())
+    if sent.shortened:
+        cuts.append(f"{_count(sent.shortened, 'tool result')} shortened")
     if limits.fixed:  # no num_ctx is sent: the server's context is what it is
         context = f" ({limits.ceiling} tokens)" if limits.served else ""
         size = " and ".join(cuts) or "less history"

@@ -385,6 +385,7 @@ def _drive(
         show_thinking=bool(agent.settings.think),
         stdin=terminal.stdin,
         stdout=None if as_json else terminal.stdout,  # a terminal: the answer streams there
+        verbose=verbose,
     )
     audit_log = session_log(terminal.environ, agent.policy.cwd)
     conversation: list[dict[str, Any]] = []

@@ -119,6 +119,10 @@ class AgentConfig:
     project_instructions: bool = True
     instructions_max_bytes: int = _setting(8192, minimum=0)
     max_sessions: int = _setting(100, minimum=1)
+    # When the next request would not fit the context, history is compacted once and deep,
+    # to this share of what the messages may take (cli/window.py): the server then evaluates
+    # that much again, and the following steps append to it.
+    compact_to: float = _setting(0.33, minimum=0.1, maximum=0.9)
 
 
 @dataclass(frozen=True)
@@ -489,6 +493,9 @@ class _Builder:
         minimum = meta.get("minimum")
         if minimum is not None and value < minimum:
             raise self.fail(path, f"must be at least {minimum}, got {value}")
+        maximum = meta.get("maximum")
+        if maximum is not None and value > maximum:
+            raise self.fail(path, f"must be at most {maximum}, got {value}")
         choices = meta.get("choices")
         if choices and value not in choices:
             raise self.fail(path, f"expected one of {', '.join(choices)}; got {value!r}")

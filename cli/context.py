@@ -1,21 +1,17 @@
-"""Fitting a conversation into the model's context window (seed §8.3), by estimate (pure).
+"""Our estimate of what a message costs in tokens, and tool results cut to a size (pure).
 
 Ollama cuts an over-long prompt silently from the front, system prompt and tool definitions
 first (and, sent `truncate: false`, refuses it instead). So we fit history ourselves into
-the `num_ctx` chosen for the request (cli/sizing.py), less the room kept for the reply: the
-system prompt and the current turn always stay; older turns go whole, oldest first, so an
-assistant message with tool calls is never separated from its tool results. When the server
-still refuses the prompt, `trim_harder` cuts old tool results before whole turns.
+the `num_ctx` chosen for the request (cli/sizing.py), less the room kept for the reply, by
+this estimate corrected by what the server counted (cli/sizing.py's Calibration); how the
+history is fitted, append-only between compactions, is cli/window.py.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
-
-from cli.backends.messages import Message
 
 _MESSAGE_OVERHEAD = 4  # role markers and separators of a chat template
 
@@ -70,119 +66,6 @@ def _message_tokens(message: Mapping[str, Any]) -> int:
     if message.get("tool_calls"):
         total += estimate_tokens(json.dumps(message["tool_calls"], ensure_ascii=False))
     return total
-
-
-def fit_messages(
-    messages: Sequence[Message],
-    budget: int,
-    tokens: Callable[[Mapping[str, Any]], int] = message_tokens,
-) -> list[Message]:
-    """The messages to send: system + as many whole recent turns as fit in `budget` tokens;
-    if the current turn alone is too big, its oldest tool results are shortened. `tokens`
-    is message_tokens, or the same answers already known (the agent's plan has them)."""
-    if not messages:
-        return []
-    system = [messages[0]] if messages[0].get("role") == "system" else []
-    turns = _split_turns(list(messages[len(system) :]))
-    if not turns:
-        return list(system)
-    remaining = budget - sum(tokens(m) for m in system)
-    current = turns[-1]
-    remaining -= sum(tokens(m) for m in current)
-    kept: list[list[Message]] = []
-    for turn in reversed(turns[:-1]):
-        cost = sum(tokens(m) for m in turn)
-        if cost > remaining:
-            break
-        kept.insert(0, turn)
-        remaining -= cost
-    if remaining < 0:
-        current = _shorten_tool_results(current, -remaining)
-    return [*system, *(m for turn in kept for m in turn), *current]
-
-
-@dataclass(frozen=True)
-class Trimmed:
-    """History trimmed harder, and what it took."""
-
-    messages: list[Message]
-    results_cut: int = 0  # tool results removed or shortened
-    turns_dropped: int = 0  # whole earlier turns left out
-
-
-def trim_harder(messages: Sequence[Message], budget: int) -> Trimmed:
-    """After the server refused a prompt as longer than its context: the messages cut to
-    `budget` tokens in this order: tool results of earlier turns, oldest first, are removed;
-    then earlier turns go whole, oldest first; then the current turn's tool results are
-    shortened, oldest first. The system prompt and the current user message always stay
-    (the tool definitions are not in `messages`: they are never cut either)."""
-    if not messages:
-        return Trimmed([])
-    system = [messages[0]] if messages[0].get("role") == "system" else []
-    turns = _split_turns(list(messages[len(system) :]))
-    if not turns:
-        return Trimmed(list(system))
-    earlier, current = [list(t) for t in turns[:-1]], turns[-1]
-    total = sum(message_tokens(m) for m in [*system, *(m for t in turns for m in t)])
-    cut = 0
-    for turn in earlier:
-        for index, message in enumerate(turn):
-            content = message.get("content")
-            if total <= budget:
-                break
-            if message.get("role") != "tool" or not isinstance(content, str):
-                continue
-            stub = {**message, "content": _removed(len(content))}
-            saved = message_tokens(message) - message_tokens(stub)
-            if saved > 0:
-                turn[index], total, cut = stub, total - saved, cut + 1
-    dropped = 0
-    while earlier and total > budget:
-        total -= sum(message_tokens(m) for m in earlier.pop(0))
-        dropped += 1
-    if total > budget:
-        shortened = _shorten_tool_results(current, total - budget)
-        cut += sum(1 for old, new in zip(current, shortened, strict=True) if old is not new)
-        current = shortened
-    return Trimmed([*system, *(m for t in earlier for m in t), *current], cut, dropped)
-
-
-def _removed(chars: int) -> str:
-    note = (
-        f"this tool result ({chars} characters) was removed to fit the context window; "
-        "call the tool again if you still need it"
-    )
-    return json.dumps({"cut_for_context": True, "note": note})
-
-
-def _split_turns(messages: list[Message]) -> list[list[Message]]:
-    """A turn starts at each user message and runs to the next one."""
-    turns: list[list[Message]] = []
-    for message in messages:
-        if message.get("role") == "user" or not turns:
-            turns.append([])
-        turns[-1].append(message)
-    return turns
-
-
-def _shorten_tool_results(turn: list[Message], excess: int) -> list[Message]:
-    out = []
-    for message in turn:
-        content = message.get("content")
-        if excess > 0 and message.get("role") == "tool" and isinstance(content, str):
-            tokens = estimate_tokens(content)
-            keep_tokens = max(64, tokens - excess)
-            if keep_tokens < tokens:
-                keep_chars = keep_tokens * 4 if content.isascii() else keep_tokens
-                cut = len(content) - keep_chars
-                message = {
-                    **message,
-                    "content": content[:keep_chars]
-                    + f"\n[{cut} characters cut to fit the context window]",
-                }
-                excess -= tokens - keep_tokens
-        out.append(message)
-    return out
 
 
 def shrink_result(result: Mapping[str, Any], max_chars: int) -> dict[str, Any]:

@@ -14,9 +14,11 @@ StopReason = Literal["answer", "max_steps", "stopped", "repeating", "length"]
 
 @dataclass(frozen=True)
 class Notice:
-    """Something the user should know that is not part of the answer (e.g. tools are off)."""
+    """Something the user should know that is not part of the answer (e.g. tools are off).
+    A `detail` is shown only when asked for (`agent run -v`)."""
 
     text: str
+    detail: bool = False
 
 
 @dataclass(frozen=True)

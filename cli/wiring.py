@@ -83,6 +83,7 @@ def build_agent(
         max_num_ctx=config.ollama.max_num_ctx,
         tool_mode=config.agent.tool_mode,
         instructions=instructions.text,
+        compact_to=config.agent.compact_to,
     )
     context = ToolContext(
         cwd=policy.cwd,

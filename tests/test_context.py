@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cli.context import estimate_tokens, fit_messages, message_tokens, shrink_result
+from cli.context import estimate_tokens, message_tokens, shrink_result
 
 SYSTEM = {"role": "system", "content": "rules"}
 
@@ -24,42 +24,6 @@ def turn(i: int, words: int = 50, tools: int = 0) -> list[dict[str, Any]]:
         ]
     messages.append({"role": "assistant", "content": f"answer {i} " + "word " * words})
     return messages
-
-
-def test_everything_is_kept_when_it_fits() -> None:
-    messages = [SYSTEM, *turn(1), *turn(2)]
-    assert fit_messages(messages, 100_000) == messages
-
-
-def test_oldest_turns_go_first_and_the_system_prompt_stays() -> None:
-    messages = [SYSTEM, *turn(1, 400), *turn(2, 400), *turn(3, 400)]
-    budget = sum(message_tokens(m) for m in [SYSTEM, *turn(2, 400), *turn(3, 400)])
-    fitted = fit_messages(messages, budget)
-    assert fitted[0] == SYSTEM
-    assert [m["content"] for m in fitted if m["role"] == "user"] == ["question 2", "question 3"]
-
-
-def test_a_tool_call_is_never_separated_from_its_results() -> None:
-    messages = [SYSTEM, *turn(1, 100, tools=3), *turn(2, 100, tools=2), *turn(3, 10)]
-    for budget in range(50, 2000, 25):
-        fitted = fit_messages(messages, budget)
-        for index, message in enumerate(fitted):
-            if message.get("tool_calls"):
-                following = fitted[index + 1 : index + 1 + len(message["tool_calls"])]
-                assert [m["role"] for m in following] == ["tool"] * len(message["tool_calls"])
-            if message["role"] == "tool":
-                assert any(m.get("tool_calls") for m in fitted[:index])
-
-
-def test_the_current_turn_stays_and_its_big_results_are_shortened() -> None:
-    current = turn(9, 5000, tools=2)
-    fitted = fit_messages([SYSTEM, *turn(1), *current], 1000)
-    assert [m["role"] for m in fitted] == ["system"] + [m["role"] for m in current]
-    tool_contents = [m["content"] for m in fitted if m["role"] == "tool"]
-    assert any("characters cut to fit the context window" in c for c in tool_contents)
-    assert sum(message_tokens(m) for m in fitted) < sum(
-        message_tokens(m) for m in [SYSTEM, *current]
-    )
 
 
 def test_token_estimate_counts_cjk_as_one_token_per_character() -> None:

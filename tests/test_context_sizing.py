@@ -26,7 +26,7 @@ from tests.fake_ollama import (
     tool_call,
 )
 
-REMOVED = "removed to fit the context window"
+REMOVED = "was left out to fit the context window"  # a tool result's stub
 
 
 def estimate_of(body: dict[str, Any]) -> int:
@@ -185,7 +185,9 @@ def test_history_beyond_the_cap_is_trimmed_to_it(make_agent: MakeAgent, ollama: 
     assert num_ctx(body) == 8192
     assert estimate_of(body) <= 8192 - REPLY_TOKENS // 2  # room for the answer
     questions = [m["content"] for m in body["messages"] if m["role"] == "user"]
-    assert questions[-1] == "now" and "question 0" not in questions and "question 9" in questions
+    assert questions[-1] == "now" and questions[-2].endswith("\n\nquestion 9")
+    assert not any("question 0" in q for q in questions)
+    assert questions[0].startswith("[Context compacted: ")  # the note says what was left out
 
 
 # -- the server's context error ------------------------------------------------------------
@@ -205,10 +207,11 @@ def test_context_error_trims_tool_results_oldest_first_and_retries_once(
     # Never cut: the system prompt, the tool definitions, the current user message.
     assert second["messages"][0] == first["messages"][0]
     assert second["tools"] == first["tools"]
-    assert second["messages"][-1] == {"role": "user", "content": "current question"}
+    # The current message stays (under the note on what was left out, if turns were).
+    assert second["messages"][-1]["content"].endswith("current question")
     results = [m["content"] for m in second["messages"] if m["role"] == "tool"]
     removed = [REMOVED in r for r in results]
-    assert removed[0] and removed == sorted(removed, reverse=True)  # the oldest go first
+    assert removed and removed[0] and removed == sorted(removed, reverse=True)  # oldest first
     questions = [m["content"] for m in second["messages"] if m["role"] == "user"]
     if len(questions) < 4:  # turns go only once every remaining tool result has gone
         assert all(removed)
@@ -234,10 +237,13 @@ def test_context_error_drops_the_oldest_turns_when_there_are_no_results(
     asked = [m["content"] for m in first["messages"] if m["role"] == "user"]
     kept = [m["content"] for m in second["messages"] if m["role"] == "user"]
     assert asked == ["question 0", "question 1", "question 2", "question 3", "current question"]
-    assert len(kept) < len(asked) and kept == asked[len(asked) - len(kept) :]  # oldest go
+    # The oldest go; the first message still sent carries the note saying so.
+    assert len(kept) < len(asked) and kept[1:] == asked[len(asked) - len(kept) + 1 :]
+    note, first_kept = kept[0].split("\n\n", 1)
+    assert note.startswith("[Context compacted: ") and first_kept == asked[-len(kept)]
     assert second["messages"][0] == first["messages"][0]
     notice = next(e.text for e in events if isinstance(e, Notice))
-    assert "oldest turn" in notice
+    assert "earlier turns left out" in notice
 
 
 def test_a_context_error_may_raise_num_ctx_below_the_cap(

@@ -328,6 +328,8 @@ class ChatRenderer:
             self._on_thinking(event.text)
         elif isinstance(event, ContentDelta):
             self._on_content(event.text)
+        elif isinstance(event, Notice) and event.detail:
+            pass  # chat has no -v: a detail (a request that changes the cached prefix) is not shown
         elif isinstance(event, Notice):
             self._settle()
             self._line(Text(f"⚠ {sanitize(event.text)}", style="yellow"))

@@ -123,8 +123,10 @@ class RunTrace:
         stdout: TextIO | None = None,
         reflow: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        verbose: bool = False,
     ) -> None:
         self.console = console
+        self.verbose = verbose  # -v: details too (a request that changes the cached prefix)
         self.record = record
         self.show_thinking = show_thinking
         self._in_thinking = False
@@ -223,6 +225,8 @@ class RunTrace:
                 )
             else:
                 self._status.expect("model is thinking", after=0)
+            return
+        if isinstance(event, Notice) and event.detail and not self.verbose:
             return
         self._settle()
         if isinstance(event, Notice):
