@@ -66,7 +66,10 @@ class Compaction:
     def describe(self) -> str:
         parts = []
         if self.elided:
-            parts.append(_count(self.elided, "old tool result") + " reduced to a stub")
+            parts.append(
+                _count(self.elided, "old tool call or result", "old tool calls and results")
+                + " reduced to stubs"
+            )
         if self.turns:
             parts.append(_count(self.turns, "earlier turn") + " left out")
         if self.steps:
@@ -390,5 +393,5 @@ def _change_line(name: str, arguments: Mapping[str, Any]) -> str:
     return name
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def _count(n: int, noun: str, nouns: str = "") -> str:
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"

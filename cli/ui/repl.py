@@ -479,6 +479,41 @@ def _turns(session: ChatSession, _argument: str) -> bool:
     return True
 
 
+def _compact(session: ChatSession, argument: str) -> bool:
+    """Leave out now what a full context would: `/compact summary` first asks the model for
+    a summary of the conversation, which the note on what was left out keeps."""
+    if argument.lower() not in ("", "summary"):
+        session.renderer.error("usage: /compact, or /compact summary")
+        return True
+    agent, conversation = session.agent, session.conversation
+    size, target = agent.compaction_sizes(conversation)
+    if size <= target:
+        session.say(
+            f"nothing to compact: the conversation takes about {size} tokens, no more than "
+            f"the {target} a compaction leaves (agent.compact_to)",
+            "dim",
+        )
+        return True
+    summary = ""
+    if argument:
+        events = agent.summarise(conversation)
+        session.renderer.begin(agent.settings.model)
+        try:
+            while True:
+                try:
+                    session.renderer.handle(next(events))
+                except StopIteration as finished:
+                    summary = finished.value
+                    break
+        finally:
+            session.renderer.close()
+        if not summary:
+            session.renderer.error("the model sent no summary; nothing was compacted")
+            return True
+    session.say(agent.compaction_notice(agent.compact(conversation, summary)), "dim")
+    return True
+
+
 COMMANDS: dict[str, Command] = {
     "/help": Command("/help", "this list", _help),
     "/exit": Command("/exit", "quit (also /bye, Ctrl-D)", _exit),
@@ -494,6 +529,9 @@ COMMANDS: dict[str, Command] = {
     "/save": Command("/save [NAME]", "save the conversation", _save),
     "/load": Command("/load NAME", "load a saved conversation", _load),
     "/turns": Command("/turns", "the turns so far, and which changed files", _turns),
+    "/compact": Command(
+        "/compact [summary]", "leave old tool results and turns out now (with a summary)", _compact
+    ),
     "/history": Command("/history", "the same as /turns", _turns),
     "/undo": Command(
         "/undo [ID|turn|all]", "take back the last change (a turn; #ID; anywhere)", _undo
