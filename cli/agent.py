@@ -87,6 +87,7 @@ SUMMARISE = (
     "changed and how, and what is still open. Do not call any tool. Be brief."
 )
 MAX_SUMMARY_CHARS = 6000
+_TOOLS_CHANGED = "the tool definitions changed: the server evaluates the whole prompt again"
 _CARRIES_OUTSIDE_TEXT = frozenset({"read_file", "list_directory", "search_files", "run_command"})
 
 
@@ -216,6 +217,7 @@ class Agent:
         # with all of it costs the server a new evaluation, which -v says.
         self._sent: tuple[str, list[dict[str, Any]], list[Message]] | None = None
         self._compacting = False  # the next request's prefix change is a compaction's
+        self._appended = False  # the last request began with all of the one before it
         # The project's instruction files in the system prompt (the wiring loads them).
         self.instructions = Instructions()
         # What to do when the model is still calling tools at the step limit: `agent run`
@@ -363,7 +365,9 @@ class Agent:
                 continue
             loaded = plan.num_ctx  # the model is loaded with it now
             self._held[info.name] = max(plan.num_ctx, self._held.get(info.name, 0))
-            self.calibration.observe(info.name, plan.estimate, turn.stats.prompt_eval_count)
+            self.calibration.observe(
+                info.name, plan.estimate, turn.stats.prompt_eval_count, self._appended
+            )
             context = self._context_use(plan, turn.stats)
             total = total + turn.stats
             calls, content, said = turn.calls, turn.content, turn.content
@@ -1031,18 +1035,22 @@ class Agent:
         sent = (request.model, list(request.tools or []), list(request.messages))
         last, self._sent = self._sent, sent
         compacting, self._compacting = self._compacting, False
-        if last is None or last[0] != sent[0] or compacting:
+        self._appended = False
+        if last is None or last[0] != sent[0]:
             return ""
         if last[1] != sent[1]:
-            return "the tool definitions changed: the server evaluates the whole prompt again"
+            return "" if compacting else _TOOLS_CHANGED
         before, now = last[2], sent[2]
         for index, message in enumerate(before):
             if index >= len(now) or not (now[index] is message or now[index] == message):
+                if compacting:
+                    return ""
                 what = "the system prompt" if index == 0 else f"message {index + 1}"
                 return (
                     f"{what} of the last request is not sent the same way: the server "
                     f"evaluates {len(now) - index} messages again"
                 )
+        self._appended = True
         return ""
 
     def _budget(self, num_ctx: int, limits: ContextLimits, info: ModelInfo, tools: int) -> int:

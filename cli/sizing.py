@@ -159,15 +159,20 @@ class Calibration:
     def corrected(self, model: str, estimate: int) -> int:
         return math.ceil(estimate * self.factor(model))
 
-    def observe(self, model: str, estimate: int, actual: int) -> None:
+    def observe(self, model: str, estimate: int, actual: int, cached: bool = False) -> None:
         """Learn from one request. Upwards at once — an undersized context fails or cuts —
         downwards halfway, so that one short or partly cached prompt cannot undersize the
-        next one."""
+        next one; and only upwards from a request that repeated the last one (`cached`):
+        some servers (Ollama before 0.30's fix, llama-server's own counts) report only
+        the tokens after the cached prefix, which says nothing about the whole prompt."""
         if estimate < _MIN_SAMPLE or actual <= 0:
             return  # the server said nothing (0), or too little was sent to tell
         seen = _bounded(actual / estimate)
         old = self.factor(model)
-        self.factors[model] = seen if seen >= old else (old + seen) / 2
+        if seen >= old:
+            self.factors[model] = seen
+        elif not cached:
+            self.factors[model] = (old + seen) / 2
 
     def at_least(self, model: str, factor: float) -> None:
         """After the server refused a prompt we thought fitted: it holds more tokens."""

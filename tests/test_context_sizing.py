@@ -219,7 +219,7 @@ def test_context_error_trims_tool_results_oldest_first_and_retries_once(
     notices = [e.text for e in events if isinstance(e, Notice)]
     assert len(notices) == 1
     assert "longer than the model's context (num_ctx 8192)" in notices[0]
-    assert "tool result" in notices[0]
+    assert "old tool calls and results reduced to stubs" in notices[0]
     assert events[-1].answer == "fitted"
     # The conversation itself keeps everything: only what was sent was trimmed.
     kept = [m["content"] for m in harness.conversation if m["role"] == "tool"]

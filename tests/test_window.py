@@ -9,8 +9,9 @@ from typing import Any
 
 from cli.agent import SUMMARISE
 from cli.events import Finished, Notice
-from tests.conftest import MakeAgent, MakeChat, RunCli
+from tests.conftest import Choices, MakeAgent, MakeChat, RunCli, harness
 from tests.fake_ollama import FakeOllama, HttpError, reply, tool_call
+from tests.fake_openai import Answer, Call, FakeOpenAI
 
 STUB = "was left out to fit the context window"
 NOTE = "[Context compacted: "
@@ -83,6 +84,28 @@ def test_each_request_repeats_the_last_one_until_a_compaction(
     new = sum(map(len, serialised(bodies[0])))
     new += sum(sum(map(len, serialised(body)[-2:])) for body in bodies[1:])
     assert evaluated / new < 1.5, evaluated / new  # make bench counts it in tokens
+
+
+def test_on_v1_too_each_request_repeats_the_last_one_until_a_compaction(
+    openai: FakeOpenAI, workspace: Path, home: Path
+) -> None:
+    """The same on an OpenAI-compatible server, whose context (llama-server's /props) is
+    what the history is fitted to: it never has to refuse a prompt."""
+    openai.models["qwen3:8b"] = {"owned_by": "llamacpp", "meta": {"n_ctx_train": 131072}}
+    openai.props = {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 1}
+    openai.context = 8192  # and refuses more, as it would
+    reads(workspace, 30, 2400)
+    for i in range(30):
+        call = Call("read_file", {"path": f"f{i:02}.txt"})
+        openai.enqueue(Answer(tool_calls=[call], prompt_tokens=0))  # 0: no usage to learn from
+    openai.enqueue(Answer("read them all", prompt_tokens=0))
+    choices = Choices(host=openai.url, api="openai", max_steps=31)
+    events = harness(choices, "", workspace, home).run("read f00.txt to f29.txt")
+    assert isinstance(events[-1], Finished) and events[-1].answer == "read them all"
+    bodies = openai.chat_bodies
+    assert len(bodies) == 31  # none refused
+    breaks = [i for i in range(1, len(bodies)) if not repeats(bodies[i - 1], bodies[i])]
+    assert len(breaks) == len(compaction_notices(events)) >= 2
 
 
 def test_a_result_cut_to_fit_is_sent_the_same_way_after(
@@ -261,3 +284,24 @@ def test_verbose_says_when_a_request_changes_the_cached_prefix(
         (workspace / f"f{i:02}.txt").write_text("x\n")
     plain = run_cli("run", "-v", "--yes", "read three files")
     assert plain.code == 0 and "evaluates" not in plain.stderr, plain.stderr
+
+
+def test_a_count_of_only_the_uncached_tokens_does_not_shrink_the_estimate(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    """Some servers count only what followed the cached prefix (Ollama before 0.30's fix):
+    from a request that repeated the last one, the correction learns upwards only."""
+    reads(workspace, 6, 2400)
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "f00.txt"})], prompt_eval_count=0)
+    )
+    for i in range(1, 6):
+        call = tool_call("read_file", {"path": f"f{i:02}.txt"})
+        ollama.enqueue(reply(tool_calls=[call], prompt_eval_count=700))  # just the new part
+    ollama.enqueue(reply("done", prompt_eval_count=100_000))  # more than we thought: learnt
+    harness = make_agent(max_steps=10)
+    factors = []
+    for event in harness.agent.run(harness.conversation, "read six files"):
+        if type(event).__name__ == "StepFinished":
+            factors.append(harness.agent.calibration.factor("qwen3:8b"))
+    assert factors[:-1] == [1.0] * 6 and factors[-1] > 1.0
