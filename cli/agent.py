@@ -440,8 +440,17 @@ class Agent:
     ) -> Generator[Event, None, tuple[str, Stats]]:
         """One last call with no tools: the model reports what it did and what is left. Its
         answer is kept in the conversation; the request for it is not."""
-        asked = [*conversation, {"role": "user", "content": WRAP_UP.format(steps=steps)}]
-        plan = self._plan(asked, info, 0, None, self._window_for(conversation))
+        # Asked without tools, as the answer must be text: the one request of a turn that
+        # does not repeat the last one (the tools lead the prompt), so the server evaluates
+        # it whole. The question goes after the conversation as it is fitted, so that a
+        # compaction never takes this turn for an earlier one.
+        plan = self._plan(conversation, info, 0, None)
+        question: Message = {"role": "user", "content": WRAP_UP.format(steps=steps)}
+        plan = dataclasses.replace(
+            plan,
+            messages=[*plan.messages, question],
+            estimate=plan.estimate + message_tokens(question),
+        )
         turn = _Turn()
         yield Notice("step limit reached: asking the model to sum up what it did")
         yield from self._fitted(plan, info)
@@ -950,17 +959,22 @@ class Agent:
             return []
         return [self.toolbox[name].definition() for name in self.policy.enabled_tools()]
 
-    def compaction_sizes(self, conversation: list[Message]) -> tuple[int, int]:
-        """What the conversation takes as the server is sent it, and what a compaction
-        leaves, in our estimate corrected for this model (what /compact compares)."""
-        info = self.model_info()
+    def _compaction_target(self, info: ModelInfo) -> int:
+        """What a compaction leaves, in our estimate: agent.compact_to of what the messages
+        may take at the most num_ctx (with the tools this model's requests carry now)."""
         limits = self._limits(info)
         tools = self._request_tools(info)
         tools_cost = estimate_tokens(json.dumps(tools)) if tools else 0
         budget = self._budget(limits.ceiling, limits, info, tools_cost)
+        return int(budget * self.settings.compact_to)
+
+    def compaction_sizes(self, conversation: list[Message]) -> tuple[int, int]:
+        """What the conversation takes as the server is sent it, and what a compaction
+        leaves, in our estimate corrected for this model (what /compact compares)."""
+        info = self.model_info()
         size = sum(message_tokens(m) for m in self._window_for(conversation).view(conversation))
         factor = self.calibration.factor(info.name)
-        return int(size * factor), int(budget * self.settings.compact_to * factor)
+        return int(size * factor), int(self._compaction_target(info) * factor)
 
     def summarise(self, conversation: list[Message]) -> Generator[Event, None, str]:
         """`/compact summary`: the model's summary of the conversation so far, asked as one
@@ -969,10 +983,14 @@ class Agent:
         info = self.model_info()
         tools = self._request_tools(info)
         tools_cost = estimate_tokens(json.dumps(tools)) if tools else 0
-        asked = [*conversation, {"role": "user", "content": SUMMARISE}]
-        window = self._window_for(conversation)
-        plan = self._plan(asked, info, tools_cost, self._held.get(info.name), window)
+        plan = self._plan(conversation, info, tools_cost, self._held.get(info.name))
         yield from self._fitted(plan, info)
+        question: Message = {"role": "user", "content": SUMMARISE}
+        plan = dataclasses.replace(
+            plan,
+            messages=[*plan.messages, question],
+            estimate=plan.estimate + message_tokens(question),
+        )
         turn = _Turn()
         yield from self._stream(self._request(plan, info, tools), turn, [])
         self._held[info.name] = max(plan.num_ctx, self._held.get(info.name, 0))
@@ -984,13 +1002,9 @@ class Agent:
     def compact(self, conversation: list[Message], summary: str = "") -> Compaction:
         """`/compact`: the conversation's window compacted now, as it is when full, with
         `summary` (of what goes) in the note on what was left out."""
-        info = self.model_info()
-        limits = self._limits(info)
-        tools = self._request_tools(info)
-        tools_cost = estimate_tokens(json.dumps(tools)) if tools else 0
-        budget = self._budget(limits.ceiling, limits, info, tools_cost)
-        target = int(budget * self.settings.compact_to)
-        done = self._window_for(conversation).compact(conversation, target, message_tokens, summary)
+        target = self._compaction_target(self.model_info())
+        window = self._window_for(conversation)
+        done = window.compact(conversation, target, message_tokens, summary)
         self._compacting = self._compacting or done.did
         return done
 
