@@ -4,12 +4,17 @@ conflict, once; say what each file is now, and as of when)."""
 
 from __future__ import annotations
 
+import difflib
 import os
+import stat
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from cli.changes import Change, ChangeStore, Timeline, new_step
 from cli.paths import display_path, resolve_path
 from cli.policy import Policy
+from cli.tools import fsops
+from cli.tools.base import ToolError
 from cli.tools.fsops import human_size
 from cli.ui.text import sanitize
 from cli.undo import Plan, Step, UndoError, apply, choose, plan_change, precheck
@@ -204,3 +209,134 @@ def _check_path(policy: Policy, path: str, ask: Callable[[str], bool] | None) ->
     why = policy.protection(resolve_path(path, policy.cwd, policy.home), "write_file")
     if why and (ask is None or not ask(f"{shown} is {why}. Undo anyway?")):
         raise UndoError(f"not undone: {shown} needs your confirmation ({why})")
+
+
+# -- /diff: what a session changed, as one unified diff -----------------------------------------
+
+DIFF_BYTES = 1024 * 1024  # a file larger than this, before or now, is named, not diffed
+_DIRECTORY = "directory"
+
+
+@dataclass(frozen=True)
+class _Unknown:
+    why: str
+
+
+# What a path held at some moment: nothing (None), a file's bytes, a directory, or unknown.
+_Held = bytes | str | _Unknown | None
+
+
+def session_diff(store: ChangeStore, session: str, cwd: str, only: str | None = None) -> list[str]:
+    """The changes session `session` made, undos included, as one unified diff: for each
+    path, the content before the session's first change to it against the content now (so
+    what was changed and undone again shows nothing). `only`: that path, or what is under
+    it. Lines without their newline; file headers `--- a/PATH` and `+++ b/PATH`."""
+    changes = [c for c in store.history() if c.session == session]
+    paths: list[str] = []
+    for change in changes:
+        for path in (change.origin, change.path):
+            if path and path not in paths and (only is None or _under(path, only)):
+                paths.append(path)
+    lines: list[str] = []
+    for path in paths:
+        first = next(i for i, c in enumerate(changes) if _touches(c, path))
+        before = _held_before(store, changes, first, path)
+        lines += _file_diff(_shown(path, cwd), before, _now(path))
+    return lines
+
+
+def _under(path: str, only: str) -> bool:
+    return path == only or path.startswith(only.rstrip("/") + "/")
+
+
+def _held_before(store: ChangeStore, changes: Sequence[Change], i: int, path: str) -> _Held:
+    """What `path` held just before changes[i], which touches it, was made."""
+    change = changes[i]
+    if change.action == "move" and change.origin == path and change.path != path:
+        # What left `path` is what arrived at the destination, as the next change there
+        # (or the destination now) has it.
+        later = next(
+            (j for j in range(i + 1, len(changes)) if _touches(changes[j], change.path)),
+            None,
+        )
+        if later is None:
+            return _now(change.path)
+        return _held_before(store, changes, later, change.path)
+    if change.action in ("create", "mkdir", "restore"):
+        return None
+    if change.action == "rmdir":
+        return _DIRECTORY
+    if change.action == "move":  # arriving: what it replaced went to the trash, if anything
+        return _backup(store, change) if change.backup else None
+    return _backup(store, change)  # overwrite, delete
+
+
+def _touches(change: Change, path: str) -> bool:
+    return path in (change.path, change.origin)
+
+
+def _backup(store: ChangeStore, change: Change) -> _Held:
+    if change.evicted or change.backup is None:
+        return _Unknown("its backup was not kept")
+    try:
+        return _read(str(store.backup_path(change)))
+    except ValueError:
+        return _Unknown("its backup is not one of the store's")
+
+
+def _now(path: str) -> _Held:
+    return _read(path)
+
+
+def _read(path: str) -> _Held:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return _Unknown(exc.strerror or str(exc))
+    if stat.S_ISDIR(info.st_mode):
+        return _DIRECTORY
+    if not stat.S_ISREG(info.st_mode):
+        return _Unknown("it is not a regular file")
+    if info.st_size > DIFF_BYTES:
+        return _Unknown(f"it is {human_size(info.st_size)}, more than a diff shows")
+    try:
+        return fsops.read_regular(path, path, DIFF_BYTES).data
+    except (ToolError, OSError) as exc:
+        return _Unknown(str(exc))
+
+
+def _file_diff(shown: str, before: _Held, after: _Held) -> list[str]:
+    if before == after:
+        return []
+    old, new = f"a/{shown}", f"b/{shown}"
+    for held in (before, after):
+        if isinstance(held, _Unknown):
+            return [f"--- {old}", f"+++ {new}", f"# not shown: {held.why}"]
+    if _DIRECTORY in (before, after):
+        if before == _DIRECTORY and after == _DIRECTORY:
+            return []
+        what = "created the directory" if after == _DIRECTORY else "removed the directory"
+        if before is not None and after is not None:
+            what = "replaced a directory with a file" if after != _DIRECTORY else what
+        return [f"# {what} {shown}"]
+    assert not isinstance(before, (str, _Unknown)) and not isinstance(after, (str, _Unknown))
+    if fsops.is_binary(before or b"") or fsops.is_binary(after or b""):
+        return [f"Binary files {old} and {new} differ"]
+    try:
+        old_text, new_text = (before or b"").decode(), (after or b"").decode()
+    except UnicodeDecodeError:
+        return [f"Binary files {old} and {new} differ (not UTF-8)"]
+    diff = difflib.unified_diff(
+        old_text.splitlines(keepends=True),
+        new_text.splitlines(keepends=True),
+        "/dev/null" if before is None else old,
+        "/dev/null" if after is None else new,
+    )
+    lines = []
+    for line in diff:
+        lines.append(line.removesuffix("\n").removesuffix("\r"))
+        if not line.endswith("\n"):
+            lines.append("\\ No newline at end of file")
+    return lines

@@ -21,6 +21,7 @@ from cli.backends.messages import Message, ToolCall, closest_models
 from cli.config import THINK_LEVELS
 from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
+from cli.paths import display_path
 from cli.sessions import SessionStore, conversation_turns, timestamp_name
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
@@ -31,6 +32,7 @@ THINK_CHOICES = ("on", "off", *THINK_LEVELS)
 # `@path` at the start of the message or after a space; trailing punctuation is not part of it.
 _ATTACHMENT = re.compile(r"(?:(?<=\s)|^)@(\S+?)[,;:!?.)]*(?=\s|$)")
 _NOT_SENT = "the message was not sent (it is back in the input)"
+_ATTACHED_BLOCKS = re.compile(r'\n\n<file path="[^"\n]*"[^>\n]*>\n.*\Z', re.DOTALL)
 REPLAYED_TURNS = 3  # turns shown again on --resume and /load
 
 
@@ -70,6 +72,9 @@ class ChatSession:
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
         self._prefill = ""
+        # The last message sent: its text with attachments, as typed, and its turn in the
+        # change store (/retry and /edit say what it changed).
+        self._last_sent: tuple[str, str, str] | None = None
         # `@path` completion offers only what the policy would let the chat attach.
         self.completer = ChatCompleter(
             COMMANDS, agent.policy.cwd, self._completions_for, hides=agent.policy.hides
@@ -119,7 +124,14 @@ class ChatSession:
         if message is None:
             self._prefill = text  # nothing is lost: the message waits at the prompt
             return
+        self.answer(message, typed=text)
+
+    def answer(self, message: str, *, typed: str) -> None:
+        """One turn of the agent loop for `message` (`typed`: what the user typed of it,
+        before attachments: /edit gives it back)."""
+        changes = self.agent.context.changes
         events = self.agent.run(self.conversation, message)
+        self._last_sent = (message, typed, changes.turn if changes is not None else "")
         if self.audit_log is not None:
             events = audited(events, self.audit_log)  # closing it closes the loop too
         self.renderer.begin(self.agent.settings.model)
@@ -259,6 +271,43 @@ class ChatSession:
                 self.say(f"  {line}", "dim")
             if turn.answer:
                 self.say(shorten_text(turn.answer, 400))
+
+    def last_prompt(self) -> int | None:
+        """Where the last message the user sent is in the conversation (None: none yet)."""
+        for index in range(len(self.conversation) - 1, -1, -1):
+            if self.conversation[index].get("role") == "user":
+                return index
+        return None
+
+    def drop_from(self, index: int) -> tuple[str, str]:
+        """Drop the message at `index` and all that followed it; its text as sent and as
+        typed. Says which files the dropped turn changed: those changes stay."""
+        sent = str(self.conversation[index].get("content") or "")
+        typed, turn = _typed_text(sent), ""
+        if self._last_sent is not None and self._last_sent[0] == sent:
+            _, typed, turn = self._last_sent
+        dropped = self.conversation[index:]
+        del self.conversation[index:]
+        self._last_sent = None
+        changes = self.agent.context.changes
+        records = changes.changes_of_turn(turn) if changes is not None and turn else []
+        if records:
+            cwd = self.agent.policy.cwd
+            files = list(dict.fromkeys(display_path(c.path, cwd) for c in records))
+            self.say(
+                f"the dropped answer's changes stay: {', '.join(files)} "
+                f"(/undo {records[0].id} turn takes them back)",
+                "yellow",
+            )
+        else:
+            changed = [f for t in conversation_turns(dropped) for f in t.changed]
+            if changed:
+                self.say(
+                    f"the dropped answer's changes stay: {', '.join(dict.fromkeys(changed))} "
+                    "(/undo takes them back)",
+                    "yellow",
+                )
+        return sent, typed
 
     def switch_model(self, name: str) -> None:
         previous = self.agent.settings
@@ -479,6 +528,74 @@ def _turns(session: ChatSession, _argument: str) -> bool:
     return True
 
 
+def _diff(session: ChatSession, argument: str) -> bool:
+    """What this chat changed (undos included) as one unified diff; `/diff PATH`: one file,
+    or what is under a directory."""
+    from cli.paths import PathError, resolve_path
+    from cli.ui.changes_view import session_diff
+
+    store = session.agent.context.changes
+    if store is None:
+        session.renderer.error("no change journal in this session: nothing to diff")
+        return True
+    policy = session.agent.policy
+    only = None
+    if argument:
+        try:
+            only = resolve_path(argument, policy.cwd, policy.home).real
+        except PathError as exc:
+            session.renderer.error(f"/diff {sanitize(argument)}: {exc}")
+            return True
+    lines = session_diff(store, store.session, policy.cwd, only)
+    if not lines:
+        where = f" to {argument}" if argument else ""
+        session.say(f"no changes{where} in this chat (`agent history` lists earlier ones)", "dim")
+        return True
+    for line in lines:
+        style = {"+": "green", "-": "red", "@": "cyan", "#": "yellow"}.get(line[:1], "")
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        session.console.print(Text(sanitize(line), style=style), soft_wrap=True)
+    return True
+
+
+def _retry(session: ChatSession, argument: str) -> bool:
+    """Send the last message again (its attachments as they were), dropping the answer."""
+    if argument:
+        session.renderer.error("usage: /retry (sends your last message again)")
+        return True
+    index = session.last_prompt()
+    if index is None:
+        session.say("nothing to retry: no message sent yet", "dim")
+        return True
+    session.say("sending your last message again; its last answer is dropped", "dim")
+    sent, typed = session.drop_from(index)
+    session.answer(sent, typed=typed)
+    return True
+
+
+def _edit(session: ChatSession, argument: str) -> bool:
+    """The last message back in the input, to change and send; what followed it is dropped."""
+    if argument:
+        session.renderer.error("usage: /edit (puts your last message back in the input)")
+        return True
+    index = session.last_prompt()
+    if index is None:
+        session.say("nothing to edit: no message sent yet", "dim")
+        return True
+    _sent, typed = session.drop_from(index)
+    session.say("your last message is back in the input (Enter sends it); its answer is dropped")
+    session._prefill = typed
+    session.autosave()
+    return True
+
+
+def _typed_text(sent: str) -> str:
+    """A message as typed: what `attach` appended (each `<file …>` block) left out."""
+    cut = _ATTACHED_BLOCKS.search(sent)
+    return sent[: cut.start()] if cut else sent
+
+
 def _compact(session: ChatSession, argument: str) -> bool:
     """Leave out now what a full context would: `/compact summary` first asks the model for
     a summary of the conversation, which the note on what was left out keeps."""
@@ -529,6 +646,15 @@ COMMANDS: dict[str, Command] = {
     "/save": Command("/save [NAME]", "save the conversation", _save),
     "/load": Command("/load NAME", "load a saved conversation", _load),
     "/turns": Command("/turns", "the turns so far, and which changed files", _turns),
+    "/diff": Command(
+        "/diff [PATH]", "this chat's changes as one unified diff (or one file's)", _diff
+    ),
+    "/retry": Command(
+        "/retry", "send your last message again, dropping its answer (changes stay)", _retry
+    ),
+    "/edit": Command(
+        "/edit", "put your last message back in the input to change; drops what followed", _edit
+    ),
     "/compact": Command(
         "/compact [summary]", "leave old tool results and turns out now (with a summary)", _compact
     ),

@@ -1,0 +1,193 @@
+"""Chat's /retry, /edit and /diff (issue 21), driven through prompt-toolkit's pipe input
+against the fake Ollama and real files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import MakeChat
+from tests.fake_ollama import FakeOllama, reply, tool_call
+
+ENTER = "\r"
+
+
+def user_messages(ollama: FakeOllama, index: int = -1) -> list[str]:
+    return [m["content"] for m in ollama.chat_bodies[index]["messages"] if m["role"] == "user"]
+
+
+def roles_and_contents(ollama: FakeOllama, index: int = -1) -> list[tuple[str, str]]:
+    return [(m["role"], m["content"]) for m in ollama.chat_bodies[index]["messages"][1:]]
+
+
+# -- /retry ------------------------------------------------------------------------------
+
+
+def test_retry_sends_the_last_message_again_without_its_answer(
+    make_chat: MakeChat, ollama: FakeOllama
+) -> None:
+    ollama.enqueue(reply("Hi."), reply("A bad answer."), reply("A good answer."))
+    chat = make_chat()
+    assert chat.run("hello" + ENTER, "explain x" + ENTER, "/retry" + ENTER) == 0
+    assert len(ollama.chat_bodies) == 3
+    # The retry's request: the conversation up to the message, the message once, and no
+    # trace of the answer it replaces.
+    assert roles_and_contents(ollama) == [
+        ("user", "hello"),
+        ("assistant", "Hi."),
+        ("user", "explain x"),
+    ]
+    assert "A good answer." in chat.text
+    assert [m.get("content") for m in chat.session.conversation[1:]] == [
+        "hello",
+        "Hi.",
+        "explain x",
+        "A good answer.",
+    ]
+    # The autosave holds the retried conversation, not the dropped answer.
+    saved = chat.store.latest()
+    assert saved is not None and "A bad answer." not in str(saved.messages)
+
+
+def test_retry_sends_the_attachments_as_they_were_sent(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("buy milk\n")
+    ollama.enqueue(reply("One."), reply("Two."))
+    chat = make_chat()
+    chat.run("summarise @notes.md" + ENTER, "/retry" + ENTER)
+    first, again = user_messages(ollama, 0), user_messages(ollama, 1)
+    assert first == again and "<file path" in again[0]
+
+
+def test_retry_says_the_dropped_answers_changes_stay(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("write_file", {"path": "a.md", "content": "one\n"})]),
+        reply("Wrote a.md."),
+        reply("Not writing this time."),
+    )
+    chat = make_chat("policy: {confirm: none}\n")
+    chat.run("write a.md" + ENTER, "/retry" + ENTER)
+    assert (workspace / "a.md").read_text() == "one\n"  # a retry undoes nothing
+    assert "the dropped answer's changes stay: a.md (/undo 1 turn takes them back)" in chat.text
+    assert user_messages(ollama) == ["write a.md"]
+
+
+def test_retry_with_nothing_sent_says_so(make_chat: MakeChat, ollama: FakeOllama) -> None:
+    chat = make_chat()
+    chat.run("/retry" + ENTER)
+    assert "nothing to retry: no message sent yet" in chat.text
+    assert ollama.chat_bodies == []
+
+
+# -- /edit -------------------------------------------------------------------------------
+
+
+def test_edit_puts_the_last_message_back_in_the_input(
+    make_chat: MakeChat, ollama: FakeOllama
+) -> None:
+    ollama.enqueue(reply("Hi."), reply("About y."), reply("About y and z."))
+    chat = make_chat()
+    # After /edit the input holds "explain y"; the keys typed add to it.
+    chat.run("hello" + ENTER, "explain y" + ENTER, "/edit" + ENTER, " and z" + ENTER)
+    assert roles_and_contents(ollama) == [
+        ("user", "hello"),
+        ("assistant", "Hi."),
+        ("user", "explain y and z"),
+    ]
+    assert "your last message is back in the input" in chat.text
+
+
+def test_edit_gives_back_the_text_as_typed_without_the_attachment(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("buy milk\n")
+    ollama.enqueue(reply("One."), reply("Two."))
+    chat = make_chat()
+    chat.run("summarise @notes.md" + ENTER, "/edit" + ENTER, " briefly" + ENTER)
+    (sent,) = user_messages(ollama)
+    assert sent.startswith("summarise @notes.md briefly\n\n<file path")
+    assert sent.count("<file path") == 1
+
+
+def test_edit_after_resume_strips_the_attached_files(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("buy milk\n")
+    ollama.enqueue(reply("One."), reply("Two."))
+    make_chat().run("summarise @notes.md" + ENTER)
+    resumed = make_chat()
+    resumed.session.load(None)
+    resumed.run("/edit" + ENTER, "!" + ENTER)
+    (sent,) = user_messages(ollama)
+    assert sent.startswith("summarise @notes.md!\n\n<file path")
+
+
+def test_edit_with_nothing_sent_says_so(make_chat: MakeChat, ollama: FakeOllama) -> None:
+    chat = make_chat()
+    chat.run("/edit" + ENTER)
+    assert "nothing to edit: no message sent yet" in chat.text
+
+
+def test_help_lists_retry_edit_and_diff(make_chat: Any) -> None:
+    chat = make_chat()
+    chat.run("/help" + ENTER)
+    for name in ("/retry", "/edit", "/diff"):
+        assert name in chat.text
+
+
+# -- /diff -------------------------------------------------------------------------------
+
+
+def test_diff_shows_the_chats_changes_as_one_unified_diff(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "a.md").write_text("one\ntwo\n")
+    (workspace / "gone.txt").write_text("bye\n")
+    ollama.enqueue(
+        reply(
+            tool_calls=[
+                tool_call("write_file", {"path": "a.md", "content": "one\nTWO\n"}),
+                tool_call("write_file", {"path": "new.md", "content": "fresh\n"}, index=1),
+                tool_call("delete_file", {"path": "gone.txt"}, index=2),
+            ]
+        ),
+        reply("Done."),
+    )
+    chat = make_chat("policy: {confirm: none, tools: {delete_file: allow}}\n")
+    chat.run("change things" + ENTER, "/diff" + ENTER)
+    diff = chat.text[chat.text.index("--- a/a.md") :].splitlines()
+    assert diff[:6] == ["--- a/a.md", "+++ b/a.md", "@@ -1,2 +1,2 @@", " one", "-two", "+TWO"]
+    assert diff[6:9] == ["--- /dev/null", "+++ b/new.md", "@@ -0,0 +1 @@"]
+    assert diff[9] == "+fresh"
+    assert diff[10:14] == ["--- a/gone.txt", "+++ /dev/null", "@@ -1 +0,0 @@", "-bye"]
+
+
+def test_diff_of_one_path_and_of_what_was_undone(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "a.md").write_text("a\n")
+    (workspace / "b.md").write_text("b\n")
+    ollama.enqueue(
+        reply(
+            tool_calls=[
+                tool_call("write_file", {"path": "a.md", "content": "A\n"}),
+                tool_call("write_file", {"path": "b.md", "content": "B\n"}, index=1),
+            ]
+        ),
+        reply("Done."),
+    )
+    chat = make_chat("policy: {confirm: none}\n")
+    chat.run("change" + ENTER, "/diff b.md" + ENTER, "/undo" + ENTER, "/diff" + ENTER)
+    first, _, second = chat.text.partition("undo #")
+    assert "+++ b/b.md" in first and "+++ b/a.md" not in first
+    # After b.md's change is undone, only a.md differs from how the chat found it.
+    assert "+++ b/a.md" in second and "b/b.md" not in second
+
+
+def test_diff_with_no_change_says_so(make_chat: MakeChat, ollama: FakeOllama) -> None:
+    chat = make_chat()
+    chat.run("/diff" + ENTER)
+    assert "no changes in this chat" in chat.text
