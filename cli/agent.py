@@ -34,6 +34,7 @@ from cli.backends.messages import (
     Stats,
     ToolCall,
 )
+from cli.config import tool_mode_for
 from cli.context import estimate_tokens, message_tokens, shrink_result
 from cli.errors import AgentError, ContextTooLong, MessageTooLong, StreamError
 from cli.events import (
@@ -268,14 +269,8 @@ class Agent:
         """native | prompt | off: how this model gets its tools (off: the policy enables
         none, or agent.tool_mode is native and the model has no tool support)."""
         info = info or self.model_info()
-        if not self.policy.enabled_tools():
-            return "off"
-        mode = self.settings.tool_mode
-        if mode == "auto":
-            return "native" if info.supports_tools else "prompt"
-        if mode == "native" and not info.supports_tools:
-            return "off"
-        return mode
+        enabled = bool(self.policy.enabled_tools())
+        return tool_mode_for(self.settings.tool_mode, info.supports_tools, enabled)
 
     def tools_on(self) -> bool:
         return self.tool_mode() != "off"

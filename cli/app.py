@@ -23,6 +23,7 @@ from cli import __version__
 
 if TYPE_CHECKING:
     from cli.agent import Agent
+    from cli.backends.messages import ModelInfo
     from cli.changes import ChangeStore
     from cli.config import Config
     from cli.instructions import Instructions
@@ -625,9 +626,10 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
 @app.command(
     "models",
     help="The server's models: name, size on disk, parameters, quantisation, trained context "
-    "length, capabilities (tools, thinking, vision; a model without tool support is marked) "
-    "and whether it is loaded now. Exit codes: 0 listed, 1 server failure, 2 usage or config "
-    "error.",
+    "length, how the agent gives it tools (native: the API's tools field; prompt: described "
+    "in the system prompt, for a model without tool support; none: no tools, by "
+    "agent.tool_mode or the policy), capabilities (tools, thinking, vision) and whether it is "
+    "loaded now. Exit codes: 0 listed, 1 server failure, 2 usage or config error.",
 )
 def models(
     ctx: typer.Context,
@@ -639,17 +641,27 @@ def models(
         typer.Option(
             "--json",
             help="Print one JSON list of objects: name, size, parameter_size, quantization, "
-            "context_length, capabilities, loaded (null where the server does not say).",
+            "context_length, capabilities, loaded, tools (native|prompt|none; null where the "
+            "server does not say).",
         ),
     ] = False,
 ) -> None:
     with command(ctx) as terminal:
         from cli.catalog import gather
-        from cli.wiring import Choices, build_backend, load
+        from cli.config import tool_mode_for
+        from cli.wiring import Choices, build_backend, build_policy, load
 
         choices = Choices(host=host, config_path=config, api=api)
-        backend = build_backend(choices, load(choices, terminal.environ), terminal.environ)
-        rows = gather(backend)
+        loaded = load(choices, terminal.environ)
+        backend = build_backend(choices, loaded, terminal.environ)
+        policy = build_policy(loaded, terminal.environ, terminal.cwd, terminal.home)
+        enabled = bool(policy.enabled_tools())  # the built-in tools: MCP servers are not started
+
+        def tools(info: ModelInfo) -> str:
+            mode = tool_mode_for(loaded.agent.tool_mode, info.supports_tools, enabled)
+            return "none" if mode == "off" else mode
+
+        rows = gather(backend, tools=tools)
         if as_json:
             print_json(terminal.stdout, [row.to_json() for row in rows])
         elif not rows:
