@@ -271,7 +271,7 @@ def test_save_load_and_history(make_chat: Any, ollama: FakeOllama) -> None:
     chat.run("first question" + ENTER, "/save mywork" + ENTER)
     assert "saved as mywork" in chat.text
     other = make_chat()
-    other.run("/load mywork" + ENTER, "/history" + ENTER, "/load nosuch" + ENTER)
+    other.run("/load mywork" + ENTER, "/turns" + ENTER, "/load nosuch" + ENTER)
     assert other.session.conversation[1]["content"] == "first question"
     assert "1. you: first question" in other.text
     assert "model: first answer" in other.text

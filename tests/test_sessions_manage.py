@@ -129,11 +129,11 @@ def test_turns_counts_what_was_left_out_and_lists_changed_files(
         reply(answer),
     )
     chat = make_chat("policy: {confirm: none}\n")
-    chat.run("write notes\r", "/turns\r", "/history\r")
+    chat.run("write notes\r", "/turns\r")
     hidden = len(answer) - len("First line of a long answer.")
     assert f"First line of a long answer.… (+{hidden} chars)" in chat.text
     assert "changed notes.txt" in chat.text
-    assert chat.text.count("1. you: write notes") == 2  # /history is /turns
+    assert chat.text.count("1. you: write notes") == 1
 
 
 def test_conversation_turns_from_history() -> None:

@@ -17,7 +17,7 @@ from cli.tools import fsops
 from cli.tools.base import ToolError
 from cli.tools.fsops import human_size
 from cli.ui.text import sanitize
-from cli.undo import Plan, Step, UndoError, apply, choose, plan_change, precheck
+from cli.undo import Step, UndoError, apply, choose, plan_change, precheck
 
 
 def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
@@ -26,7 +26,13 @@ def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
     rows = []
     for change in changes:
         notes = []
-        if change.undoes:
+        # An undo of an undo brings the change back: a redo, named so, and by the change it
+        # brings back (the record it inverts is the undo before it).
+        redo = not line.is_original(change) and line.depth[change.id] % 2 == 0
+        tool = "redo" if redo and change.tool == "undo" else change.tool
+        if redo:
+            notes.append(f"redoes #{line.original(change).id}")
+        elif change.undoes:
             notes.append(f"undoes #{change.undoes}")
         if line.is_original(change) and line.tip(change) is not change:
             tip = line.tip(change)
@@ -40,7 +46,7 @@ def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
         size = human_size(change.size) if change.action in ("create", "overwrite") else ""
         path = sanitize(display_path(change.path, cwd))
         rows.append(
-            f"#{change.id:<4} {change.time[:19].replace('T', ' ')}  {change.tool:<16} "
+            f"#{change.id:<4} {change.time[:19].replace('T', ' ')}  {tool:<16} "
             f"{change.action:<9} {path}  {size}" + (f"  ({'; '.join(notes)})" if notes else "")
         )
     return rows
@@ -85,7 +91,6 @@ def undo_flow(
     scope = None if everywhere or number is not None else os.path.realpath(cwd)
     step = choose(store, number, turn=turn, redo=redo, scope=scope, shown=sanitize)
     plans = precheck(store, step, shown)
-    _announce(step, plans, say)
     if policy is not None:
         for change in step.changes:
             for path in (change.path, change.origin):
@@ -109,19 +114,6 @@ def undo_flow(
     return _carry_out(store, step, {p.change.id for p in conflicts}, shown, say)
 
 
-def _announce(step: Step, plans: Sequence[Plan], say: Callable[[str], None]) -> None:
-    if len(plans) == 1 and step.kind == "redo":
-        say(f"redo of change #{step.originals[0].id}: {plans[0].summary}")
-        return
-    if len(plans) == 1:
-        say(f"undo #{plans[0].change.id}: {plans[0].summary}")
-        return
-    what = "undo of a turn" if step.turn else step.kind
-    say(f"{what}: {len(plans)} changes, newest first")
-    for plan in plans:
-        say(f"  #{plan.change.id}: {plan.summary}")
-
-
 def _carry_out(
     store: ChangeStore,
     step: Step,
@@ -130,9 +122,12 @@ def _carry_out(
     say: Callable[[str], None],
 ) -> list[Change]:
     """Invert each record of `step` in order, as one step of the journal, looking again just
-    before each; stop at the first that cannot be (what is done stays done, and recorded)."""
+    before each; stop at the first that cannot be (what is done stays done, and recorded).
+    One line a file: what it is now, and as of when; one record says how to take the step
+    back on the same line, several on one line after theirs."""
     name = new_step(step.kind)
     done: list[Change] = []
+    single = len(step.changes) == 1
     for change, original, redoes in zip(step.changes, step.originals, step.redoes, strict=True):
         try:
             plan = plan_change(store, change, shown)
@@ -144,12 +139,22 @@ def _carry_out(
                 f"{exc}; stopped after {len(done)} of the {len(step.changes)} changes "
                 "(`agent history` shows which)"
             ) from None
-        say(_outcome(original, redoes, shown))
-    ids = f"#{done[0].id}" if len(done) == 1 else f"#{done[0].id}-#{done[-1].id}"
-    if step.kind == "redo":
-        say(f"done, recorded as {ids}: `agent undo` (or /undo) takes it back again")
-    else:
-        say(f"done, recorded as {ids}: `agent redo` (or /redo) brings it back")
+        outcome = _outcome(original, redoes, shown)
+        if single:
+            back = (
+                "`agent undo` (or /undo) takes it back"
+                if step.kind == "redo"
+                else ("`agent redo` (or /redo) brings it back")
+            )
+            outcome += f"; recorded as #{done[0].id}: {back}"
+        say(outcome)
+    if not single:
+        ids = f"#{done[0].id}-#{done[-1].id}"
+        what = f"{len(done)} changes" + (" of a turn" if step.turn else "")
+        if step.kind == "redo":
+            say(f"redid {what}, recorded as {ids}: `agent undo` (or /undo) takes them back")
+        else:
+            say(f"undid {what}, recorded as {ids}: `agent redo` (or /redo) brings them back")
     return done
 
 

@@ -483,7 +483,7 @@ def _undo(session: ChatSession, argument: str, *, redo: bool = False) -> bool:
     numbers = [w.lstrip("#") for w in words if w.lstrip("#").isdigit()]
     flags = {w.lstrip("-") for w in words if not w.lstrip("#").isdigit()}
     if len(numbers) > 1 or not flags <= ({"all"} if redo else {"turn", "all"}):
-        usage = "/redo [all]" if redo else "/undo [ID] [turn] [all] (ids: `agent history`)"
+        usage = "/redo [all]" if redo else "/undo [ID] [turn] [all] (ids: /history)"
         session.renderer.error(f"usage: {usage}")
         return True
 
@@ -596,6 +596,27 @@ def _typed_text(sent: str) -> str:
     return sent[: cut.start()] if cut else sent
 
 
+def _history(session: ChatSession, argument: str) -> bool:
+    """The change journal's latest N records (30), as `agent history` lists them: one word,
+    one meaning (the conversation's turns are /turns)."""
+    from cli.ui.changes_view import history_rows
+
+    store = session.agent.context.changes
+    if store is None:
+        session.renderer.error("no change journal in this session: no history of changes")
+        return True
+    if argument and not (argument.isdigit() and int(argument) > 0):
+        session.renderer.error("usage: /history [N] (the latest N changes; the turns: /turns)")
+        return True
+    changes = store.history()[-int(argument or 30) :]
+    if not changes:
+        session.say("no changes recorded yet (/turns lists the conversation's turns)", "dim")
+        return True
+    session.say("\n".join(history_rows(changes, session.agent.policy.cwd)))
+    session.say("/undo ID takes one back · /turns lists the conversation's turns", "dim")
+    return True
+
+
 def _compact(session: ChatSession, argument: str) -> bool:
     """Leave out now what a full context would: `/compact summary` first asks the model for
     a summary of the conversation, which the note on what was left out keeps."""
@@ -658,7 +679,9 @@ COMMANDS: dict[str, Command] = {
     "/compact": Command(
         "/compact [summary]", "leave old tool results and turns out now (with a summary)", _compact
     ),
-    "/history": Command("/history", "the same as /turns", _turns),
+    "/history": Command(
+        "/history [N]", "the changes to files, as `agent history` (turns: /turns)", _history
+    ),
     "/undo": Command(
         "/undo [ID|turn|all]", "take back the last change (a turn; #ID; anywhere)", _undo
     ),
