@@ -3,8 +3,14 @@ against the fake Ollama and real files."""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pexpect
+import pytest
 
 from tests.conftest import MakeChat
 from tests.fake_ollama import FakeOllama, reply, tool_call
@@ -181,7 +187,7 @@ def test_diff_of_one_path_and_of_what_was_undone(
     )
     chat = make_chat("policy: {confirm: none}\n")
     chat.run("change" + ENTER, "/diff b.md" + ENTER, "/undo" + ENTER, "/diff" + ENTER)
-    first, _, second = chat.text.partition("undo #")
+    first, _, second = chat.text.partition("restored b.md as it was before change #2")
     assert "+++ b/b.md" in first and "+++ b/a.md" not in first
     # After b.md's change is undone, only a.md differs from how the chat found it.
     assert "+++ b/a.md" in second and "b/b.md" not in second
@@ -191,3 +197,78 @@ def test_diff_with_no_change_says_so(make_chat: MakeChat, ollama: FakeOllama) ->
     chat = make_chat()
     chat.run("/diff" + ENTER)
     assert "no changes in this chat" in chat.text
+
+
+def test_retry_after_a_refused_message_never_resends_the_one_before(
+    make_chat: MakeChat, ollama: FakeOllama
+) -> None:
+    """A message too large for the context is refused and not kept: /retry must not send
+    the message before it instead; /edit gives the refused one back to shorten."""
+    ollama.enqueue(reply("Hi."), reply("Short is fine."))
+    chat = make_chat("ollama: {max_num_ctx: 8192}\n")
+    big = "summarise " + "z" * 40_000
+    chat.session.send("hello")
+    chat.session.send(big)  # as typed, without typing 40 KB through the pipe
+    chat.run("/retry" + ENTER, "/edit" + ENTER, "\x15short" + ENTER)  # Ctrl-U clears it
+    assert "your last message was not kept (see why above)" in chat.text
+    assert len(ollama.chat_bodies) == 2  # hello, then the shortened message: no resend
+    assert user_messages(ollama) == ["hello", "short"]
+
+
+# -- in a terminal -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def terminal(ollama: FakeOllama, workspace: Path) -> Iterator[pexpect.spawn]:
+    env = {
+        **os.environ,
+        "OLLAMA_HOST": ollama.url,
+        "TERM": "xterm-256color",
+        "PROMPT_TOOLKIT_NO_CPR": "1",  # nobody answers cursor-position requests in a test
+    }
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "cli", "chat"],
+        cwd=str(workspace),
+        env=env,
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 110),
+    )
+    child.expect("metona-agent")
+    child.expect("›")
+    yield child
+    if child.isalive():
+        child.terminate(force=True)
+
+
+@pytest.mark.pty
+def test_edit_and_retry_in_a_terminal(terminal: pexpect.spawn, ollama: FakeOllama) -> None:
+    ollama.enqueue(reply("First answer."), reply("Edited answer."), reply("Retried answer."))
+    terminal.send("explain the parser\r")
+    terminal.expect("First answer.")
+    terminal.expect("›")
+    terminal.send("/edit\r")
+    terminal.expect("your last message is back in the input")
+    # The next prompt shows the message, ready to change: keys typed go after it.
+    terminal.expect("› explain the parser")
+    terminal.send(" briefly\r")
+    terminal.expect("Edited answer.")
+    terminal.expect("›")
+    terminal.send("/retry\r")
+    terminal.expect("sending your last message again")
+    terminal.expect("Retried answer.")
+    terminal.expect("›")
+    terminal.send("/exit\r")
+    terminal.expect(pexpect.EOF)
+    users = [
+        [m["content"] for m in body["messages"] if m["role"] == "user"]
+        for body in ollama.chat_bodies
+    ]
+    assert users == [
+        ["explain the parser"],
+        ["explain the parser briefly"],
+        ["explain the parser briefly"],
+    ]
+    assistants = [m["content"] for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "assistant"]
+    assert assistants == []  # neither dropped answer was sent again

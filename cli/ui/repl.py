@@ -240,6 +240,7 @@ class ChatSession:
             self.say("no saved session yet: starting a new one", "dim")
             return
         self.conversation = list(session.messages)
+        self._last_sent = None
         self.session_name = session.name
         self.saved_at = self.store.path(session.name)
         self.agent.context.memory.clear()  # what it read then may have changed since
@@ -278,6 +279,15 @@ class ChatSession:
             if self.conversation[index].get("role") == "user":
                 return index
         return None
+
+    def refused_message(self) -> str | None:
+        """The text as typed of the last message sent, if the conversation did not keep it
+        (too large for the model's context: the loop refused it); None when it kept it."""
+        if self._last_sent is None:
+            return None
+        index = self.last_prompt()
+        kept = index is not None and self.conversation[index].get("content") == self._last_sent[0]
+        return None if kept else self._last_sent[1]
 
     def drop_from(self, index: int) -> tuple[str, str]:
         """Drop the message at `index` and all that followed it; its text as sent and as
@@ -348,6 +358,7 @@ def _exit(_session: ChatSession, _argument: str) -> bool:
 
 def _clear(session: ChatSession, _argument: str) -> bool:
     session.conversation = []
+    session._last_sent = None
     session.agent.context.memory.clear()
     session.session_name = timestamp_name()
     session.say("new conversation", "dim")
@@ -564,6 +575,11 @@ def _retry(session: ChatSession, argument: str) -> bool:
     if argument:
         session.renderer.error("usage: /retry (sends your last message again)")
         return True
+    if session.refused_message() is not None:
+        session.renderer.error(
+            "your last message was not kept (see why above): /edit puts it back in the input"
+        )
+        return True
     index = session.last_prompt()
     if index is None:
         session.say("nothing to retry: no message sent yet", "dim")
@@ -578,6 +594,12 @@ def _edit(session: ChatSession, argument: str) -> bool:
     """The last message back in the input, to change and send; what followed it is dropped."""
     if argument:
         session.renderer.error("usage: /edit (puts your last message back in the input)")
+        return True
+    refused = session.refused_message()
+    if refused is not None:  # nothing of it is in the conversation: nothing to drop
+        session._last_sent = None
+        session._prefill = refused
+        session.say("your last message is back in the input (Enter sends it)")
         return True
     index = session.last_prompt()
     if index is None:
