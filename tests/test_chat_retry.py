@@ -272,3 +272,30 @@ def test_edit_and_retry_in_a_terminal(terminal: pexpect.spawn, ollama: FakeOllam
     ]
     roles = [m["role"] for m in ollama.chat_bodies[-1]["messages"]]
     assert "assistant" not in roles  # neither dropped answer was sent again
+
+
+MAKEFILE = "all:\n\techo hi\n"
+
+
+def test_diff_of_a_move_a_new_directory_and_tabs(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "old.md").write_text("kept\n")
+    ollama.enqueue(
+        reply(
+            tool_calls=[
+                tool_call("move_file", {"source": "old.md", "destination": "new.md"}),
+                tool_call("create_directory", {"path": "pkg"}, index=1),
+                tool_call("write_file", {"path": "Makefile", "content": MAKEFILE}, index=2),
+            ]
+        ),
+        reply("Done."),
+    )
+    chat = make_chat("policy: {confirm: none, tools: {move_file: allow}}\n")
+    chat.run("tidy" + ENTER, "/diff" + ENTER)
+    diff = chat.text[chat.text.index("--- a/old.md") :].splitlines()
+    assert diff[:4] == ["--- a/old.md", "+++ /dev/null", "@@ -1 +0,0 @@", "-kept"]
+    assert diff[4:8] == ["--- /dev/null", "+++ b/new.md", "@@ -0,0 +1 @@", "+kept"]
+    assert diff[8] == "# created the directory pkg"
+    # A tab is shown as whitespace, not as an escape.
+    assert any(line.startswith("+") and line[1:].strip() == "echo hi" for line in diff), diff

@@ -334,8 +334,8 @@ def _file_diff(shown: str, before: _Held, after: _Held) -> list[str]:
     except UnicodeDecodeError:
         return [f"Binary files {old} and {new} differ (not UTF-8)"]
     diff = difflib.unified_diff(
-        old_text.splitlines(keepends=True),
-        new_text.splitlines(keepends=True),
+        _lines(old_text),
+        _lines(new_text),
         "/dev/null" if before is None else old,
         "/dev/null" if after is None else new,
     )
@@ -345,3 +345,10 @@ def _file_diff(shown: str, before: _Held, after: _Held) -> list[str]:
         if not line.endswith("\n"):
             lines.append("\\ No newline at end of file")
     return lines
+
+
+def _lines(text: str) -> list[str]:
+    """Lines with their "\n" kept; only "\n" splits (a form feed is no line break here)."""
+    rows = [row + "\n" for row in text.split("\n")]
+    rows[-1] = rows[-1].removesuffix("\n")
+    return rows if rows[-1] else rows[:-1]

@@ -566,7 +566,7 @@ def _diff(session: ChatSession, argument: str) -> bool:
         style = {"+": "green", "-": "red", "@": "cyan", "#": "yellow"}.get(line[:1], "")
         if line.startswith(("+++", "---")):
             style = "bold"
-        session.console.print(Text(sanitize(line), style=style), soft_wrap=True)
+        session.console.print(Text(sanitize(line, multiline=True), style=style), soft_wrap=True)
     return True
 
 
