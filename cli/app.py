@@ -677,9 +677,9 @@ def models(
 
 @app.command(
     "history",
-    help="The changes the agent made (writes, deletes, new directories, undos), oldest first: "
-    "id, time (UTC), tool, action, path, size; an undone one says by which undo. "
-    "`agent undo ID` takes one back.",
+    help="The changes the agent made (writes, deletes, new directories, undos and redos), "
+    "oldest first: id, time (UTC), tool (undo or redo for those), action, path, size; an "
+    "undone one says by which undo. `agent undo ID` takes one back; in chat: /history.",
 )
 def history(
     ctx: typer.Context,

@@ -176,7 +176,7 @@ def test_undo_and_redo_in_chat_and_undo_turn(
     # brought the whole of it back; the second turn's change stays undone.
     assert (workspace / "n.txt").read_text() == "v2\n"
     assert (workspace / "m.txt").read_text() == "m\n"
-    assert re.search(r"undid 2 changes of a turn, recorded as #", text)
+    assert re.search(r"undid 2 changes of a turn · #\d+-#\d+: /redo brings them back", text)
     store = chat.session.agent.context.changes
     assert store is not None
     turn = store.history()[-1].turn
@@ -325,8 +325,8 @@ def test_undo_says_one_line_per_file(run_cli: RunCli, ollama: FakeOllama, worksp
     # One change: one line, saying what the file is now and how to bring the change back.
     assert len(one.stderr.splitlines()) == 1
     assert re.fullmatch(
-        r"restored keep\.txt as it was before change #1 \(write_file, [\d: -]+ UTC\); "
-        r"recorded as #2: `agent redo` \(or /redo\) brings it back\n",
+        r"restored keep\.txt as it was before change #1 \(write_file, [\d: -]+ UTC\) "
+        r"· #2: `agent redo` brings it back\n",
         one.stderr,
     ), one.stderr
     redo = run_cli("redo")
@@ -340,8 +340,8 @@ def test_undo_says_one_line_per_file(run_cli: RunCli, ollama: FakeOllama, worksp
     # Three files: three lines, then one saying how to bring them back.
     assert len(lines) == 4, turn.stderr
     assert [line.split(" did not exist")[0] for line in lines[:3]] == ["c.txt", "b.txt", "a.txt"]
-    assert lines[3].startswith("undid 3 changes of a turn, recorded as #")
-    assert lines[3].endswith("`agent redo` (or /redo) brings them back")
+    step = r"undid 3 changes of a turn · #\d+-#\d+: `agent redo` brings them back"
+    assert re.fullmatch(step, lines[3]), lines[3]
 
 
 def test_history_calls_a_redo_a_redo(run_cli: RunCli, ollama: FakeOllama, workspace: Path) -> None:
@@ -351,9 +351,9 @@ def test_history_calls_a_redo_a_redo(run_cli: RunCli, ollama: FakeOllama, worksp
     assert run_cli("undo").code == 0  # #4: an undo again
     rows = history(run_cli)
     assert len(rows) == 4
-    assert " undo " in rows[1] and "(undoes #1" in rows[1]
-    assert " redo " in rows[2] and "(redoes #1" in rows[2] and "undo " not in rows[2]
-    assert " undo " in rows[3] and "(undoes #3" in rows[3]
+    assert " undo " in rows[1] and "(undoes #1; redone by #3)" in rows[1]
+    assert " redo " in rows[2] and "(redoes #1; undone by #4)" in rows[2] and "undo " not in rows[2]
+    assert " undo " in rows[3] and "(undoes #1)" in rows[3]
 
 
 def test_chat_history_lists_changes_and_turns_lists_turns(

@@ -26,19 +26,21 @@ def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
     rows = []
     for change in changes:
         notes = []
-        # An undo of an undo brings the change back: a redo, named so, and by the change it
-        # brings back (the record it inverts is the undo before it).
-        redo = not line.is_original(change) and line.depth[change.id] % 2 == 0
-        tool = "redo" if redo and change.tool == "undo" else change.tool
-        if redo:
-            notes.append(f"redoes #{line.original(change).id}")
+        # Undos and redos are named by the agent's change they take back or bring back: an
+        # undo of an undo is a redo, and called one.
+        inverts = not line.is_original(change) and line.depth[change.id] > 0
+        redo = inverts and line.depth[change.id] % 2 == 0
+        tool = "redo" if redo else change.tool
+        if inverts:
+            notes.append(f"{'redoes' if redo else 'undoes'} #{line.original(change).id}")
         elif change.undoes:
             notes.append(f"undoes #{change.undoes}")
         if line.is_original(change) and line.tip(change) is not change:
             tip = line.tip(change)
             notes.append(f"{'undone' if line.is_undone(change) else 'redone'} by #{tip.id}")
         elif not line.is_original(change) and change.id in line.undone_by:
-            notes.append(f"undone by #{line.undone_by[change.id]}")
+            by = line.undone_by[change.id]
+            notes.append(f"{'redone' if line.depth[by] % 2 == 0 else 'undone'} by #{by}")
         if change.evicted:
             notes.append("cannot be undone: its backup was dropped for space by a later session")
         elif not change.undoable:
@@ -73,6 +75,7 @@ def undo_flow(
     turn: bool = False,
     everywhere: bool = False,
     redo: bool = False,
+    chat: bool = False,
 ) -> list[Change]:
     """Undo the newest change not undone under `cwd` (anywhere with `everywhere`), change
     `number`, the whole turn of either (`turn`), or redo the last undo (`redo`); tell the
@@ -111,7 +114,7 @@ def undo_flow(
         overwrite = ask(f"{what}. {verb} anyway (what is there now is kept in the trash)?")
         if not overwrite:
             raise UndoError(f"not {step.kind}ne: you kept the current version")
-    return _carry_out(store, step, {p.change.id for p in conflicts}, shown, say)
+    return _carry_out(store, step, {p.change.id for p in conflicts}, shown, say, chat)
 
 
 def _carry_out(
@@ -120,6 +123,7 @@ def _carry_out(
     confirmed: set[int],
     shown: Callable[[str], str],
     say: Callable[[str], None],
+    chat: bool = False,
 ) -> list[Change]:
     """Invert each record of `step` in order, as one step of the journal, looking again just
     before each; stop at the first that cannot be (what is done stays done, and recorded).
@@ -141,21 +145,20 @@ def _carry_out(
             ) from None
         outcome = _outcome(original, redoes, shown)
         if single:
-            back = (
-                "`agent undo` (or /undo) takes it back"
-                if step.kind == "redo"
-                else ("`agent redo` (or /redo) brings it back")
-            )
-            outcome += f"; recorded as #{done[0].id}: {back}"
+            outcome += f" · #{done[0].id}: {_back(step.kind, chat, 'it')}"
         say(outcome)
     if not single:
-        ids = f"#{done[0].id}-#{done[-1].id}"
         what = f"{len(done)} changes" + (" of a turn" if step.turn else "")
-        if step.kind == "redo":
-            say(f"redid {what}, recorded as {ids}: `agent undo` (or /undo) takes them back")
-        else:
-            say(f"undid {what}, recorded as {ids}: `agent redo` (or /redo) brings them back")
+        verb = "redid" if step.kind == "redo" else "undid"
+        say(f"{verb} {what} · #{done[0].id}-#{done[-1].id}: {_back(step.kind, chat, 'them')}")
     return done
+
+
+def _back(kind: str, chat: bool, it: str) -> str:
+    """How to take an undo (or a redo) back, in the words of the front end it ran in."""
+    if kind == "redo":
+        return f"{'/undo' if chat else '`agent undo`'} takes {it} back"
+    return f"{'/redo' if chat else '`agent redo`'} brings {it} back"
 
 
 def _outcome(original: Change, redone: bool, shown: Callable[[str], str]) -> str:

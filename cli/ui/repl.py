@@ -511,6 +511,7 @@ def _undo(session: ChatSession, argument: str, *, redo: bool = False) -> bool:
         turn="turn" in flags,
         everywhere="all" in flags,
         redo=redo,
+        chat=True,
     )
     # The model last saw the files as they were; after the undo it must read them again.
     for change in done:
