@@ -106,6 +106,11 @@ def mcp_import(
             from cli.mcp.importing import to_yaml
 
             terminal.stdout.write(to_yaml(file))
+            if not terminal.stdout.isatty():  # `>> config.yaml`: a second mcp: if it has one
+                terminal.stderr.write(
+                    "note: --into CONFIG adds them to a config file that has an mcp: section "
+                    "already (as `agent init` writes it), comments kept\n"
+                )
             return
         import os
 
