@@ -116,9 +116,10 @@ def mcp_import(
 
         from cli.mcp.importing import imported
         from cli.mcp.merging import merge_servers, read_config_text, write_config
+        from cli.paths import expand_user
         from cli.ui.text import sanitize
 
-        target = os.path.join(terminal.cwd, os.path.expanduser(into))
+        target = os.path.join(terminal.cwd, expand_user(into, terminal.home))
         servers, comments = imported(file)
         merged = merge_servers(read_config_text(target), servers, comments, into)
         if not merged.added:
