@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from cli.catalog import ModelRow
@@ -11,6 +12,7 @@ from cli.ui.text import sanitize
 
 HEADER = ("NAME", "SIZE", "PARAMS", "QUANT", "CONTEXT", "TOOLS", "CAPABILITIES", "LOADED")
 SHOWN_CAPABILITIES = ("tools", "thinking", "vision")
+NOTE_WIDTH = 88  # the notes under the table, wrapped
 # What each word of the TOOLS column means, said under the table when a model shows it.
 TOOL_WORDS = {
     "prompt": "prompt: the model has no tool support of its own; the system prompt describes "
@@ -31,7 +33,9 @@ def model_table(rows: Sequence[ModelRow]) -> list[str]:
     ]
     notes = [TOOL_WORDS[w] for w in TOOL_WORDS if any(row.tools == w for row in rows)]
     if notes:
-        lines += ["", *notes]
+        lines.append("")
+    for note in notes:
+        lines += textwrap.wrap(note, NOTE_WIDTH, subsequent_indent="  ")
     return lines
 
 
