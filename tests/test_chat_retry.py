@@ -299,3 +299,14 @@ def test_diff_of_a_move_a_new_directory_and_tabs(
     assert diff[8] == "# created the directory pkg"
     # A tab is shown as whitespace, not as an escape.
     assert any(line.startswith("+") and line[1:].strip() == "echo hi" for line in diff), diff
+
+
+def test_edit_of_the_only_message_then_leaving_saves_without_it(
+    make_chat: MakeChat, ollama: FakeOllama
+) -> None:
+    ollama.enqueue(reply("An answer."))
+    chat = make_chat()
+    chat.run("first" + ENTER, "/edit" + ENTER, "\x15" + ENTER)  # Ctrl-U: nothing sent
+    saved = chat.store.latest()
+    assert saved is not None and "An answer." not in str(saved.messages)
+    assert saved.turns == 0

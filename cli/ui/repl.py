@@ -185,8 +185,8 @@ class ChatSession:
     def autosave(self) -> None:
         """Keep every conversation on disk, so a crash or a dead server loses nothing and
         `agent chat --resume` picks it up."""
-        if not any(m.get("role") == "user" for m in self.conversation):
-            return
+        if self.saved_at is None and not any(m.get("role") == "user" for m in self.conversation):
+            return  # nothing said yet (once saved, it is kept in step: /edit drops a turn)
         try:
             self.saved_at = self.store.save(
                 self.session_name,
