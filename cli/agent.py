@@ -215,9 +215,11 @@ class Agent:
         self._window_of: list[Message] | None = None
         # The last request (model, tools, messages as sent): a request that does not start
         # with all of it costs the server a new evaluation, which -v says.
-        self._sent: tuple[str, list[dict[str, Any]], list[Message]] | None = None
+        self._sent: tuple[str, object, list[dict[str, Any]], list[Message]] | None = None
         self._compacting = False  # the next request's prefix change is a compaction's
-        self._appended = False  # the last request began with all of the one before it
+        # The last request shared a prefix (beyond nothing) with the one before it: what the
+        # server counts for it may be only what followed that prefix.
+        self._shared = False
         # The project's instruction files in the system prompt (the wiring loads them).
         self.instructions = Instructions()
         # What to do when the model is still calling tools at the step limit: `agent run`
@@ -366,7 +368,7 @@ class Agent:
             loaded = plan.num_ctx  # the model is loaded with it now
             self._held[info.name] = max(plan.num_ctx, self._held.get(info.name, 0))
             self.calibration.observe(
-                info.name, plan.estimate, turn.stats.prompt_eval_count, self._appended
+                info.name, plan.estimate, turn.stats.prompt_eval_count, self._shared
             )
             context = self._context_use(plan, turn.stats)
             total = total + turn.stats
@@ -995,6 +997,16 @@ class Agent:
         yield from self._stream(self._request(plan, info, tools), turn, [])
         self._held[info.name] = max(plan.num_ctx, self._held.get(info.name, 0))
         text = turn.content.strip()
+        if turn.done_reason == "length":
+            raise AgentError(
+                "the model's summary was cut for length, so none is kept: set "
+                "ollama.options.num_predict higher, or use /compact without a summary"
+            )
+        if not text:
+            raise AgentError(
+                "the model sent no summary (it may have called a tool instead); "
+                "/compact leaves history out without one"
+            )
         if len(text) > MAX_SUMMARY_CHARS:
             text = text[:MAX_SUMMARY_CHARS] + " [summary cut]"
         return text
@@ -1046,26 +1058,35 @@ class Agent:
     def _prefix_change(self, request: ChatRequest) -> str:
         """Where `request` stops repeating the last one, when it does and no compaction
         said so: the server evaluates everything after that point again (-v says it)."""
-        sent = (request.model, list(request.tools or []), list(request.messages))
+        # A server whose context is fixed takes no num_ctx (the client does not send it).
+        num_ctx = None if self.model_info().fixed_context else request.options.get("num_ctx")
+        sent = (request.model, num_ctx, list(request.tools or []), list(request.messages))
         last, self._sent = self._sent, sent
         compacting, self._compacting = self._compacting, False
-        self._appended = False
+        self._shared = False
         if last is None or last[0] != sent[0]:
-            return ""
-        if last[1] != sent[1]:
+            return ""  # another model starts from nothing anyway
+        if last[1] != num_ctx:
+            return (
+                f"num_ctx changes from {last[1]} to {num_ctx}: Ollama reloads the model and "
+                "evaluates the whole prompt again"
+            )
+        if last[2] != sent[2]:
             return "" if compacting else _TOOLS_CHANGED
-        before, now = last[2], sent[2]
+        before, now = last[3], sent[3]
+        same = len(before)
         for index, message in enumerate(before):
             if index >= len(now) or not (now[index] is message or now[index] == message):
-                if compacting:
-                    return ""
-                what = "the system prompt" if index == 0 else f"message {index + 1}"
-                return (
-                    f"{what} of the last request is not sent the same way: the server "
-                    f"evaluates {len(now) - index} messages again"
-                )
-        self._appended = True
-        return ""
+                same = index
+                break
+        self._shared = same > 0 or bool(sent[2])
+        if same == len(before) or compacting:
+            return ""
+        what = "the system prompt" if same == 0 else f"message {same + 1}"
+        return (
+            f"{what} of the last request is not sent the same way: the server evaluates "
+            f"{len(now) - same} messages again"
+        )
 
     def _budget(self, num_ctx: int, limits: ContextLimits, info: ModelInfo, tools: int) -> int:
         """How much of our estimate the messages may take in `num_ctx`: what the reply does

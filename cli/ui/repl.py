@@ -507,10 +507,17 @@ def _compact(session: ChatSession, argument: str) -> bool:
                     break
         finally:
             session.renderer.close()
-        if not summary:
-            session.renderer.error("the model sent no summary; nothing was compacted")
-            return True
-    session.say(agent.compaction_notice(agent.compact(conversation, summary)), "dim")
+    done = agent.compact(conversation, summary)
+    if not done.did:
+        session.say(
+            "nothing could be left out: what is sent is the current message and its latest "
+            "step",
+            "dim",
+        )
+        return True
+    session.say(agent.compaction_notice(done), "dim")
+    if summary and not done.summarised:
+        session.say("the summary is not kept: no turn or step was left out whole", "dim")
     return True
 
 
