@@ -510,8 +510,7 @@ def _compact(session: ChatSession, argument: str) -> bool:
     done = agent.compact(conversation, summary)
     if not done.did:
         session.say(
-            "nothing could be left out: what is sent is the current message and its latest "
-            "step",
+            "nothing could be left out: what is sent is the current message and its latest step",
             "dim",
         )
         return True
