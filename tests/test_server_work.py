@@ -5,6 +5,7 @@ against the tokens that were new — the counter itself, then through both fake 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +239,52 @@ def test_a_short_agent_run_appends_only(
     make_agent().run("read a, b and c")
     assert work.requests == 4
     assert work.compactions == 0 and work.ratio == 1.0
+
+
+# -- make e2e's side: the real server's log, and the recording proxy ---------------------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+import server_work as e2e_work  # noqa: E402  (tests/e2e/server_work.py)
+
+PERF = (  # llama.cpp's counters, reset before each completion by llama-cpp-python
+    "llama_perf_context_print: prompt eval time =     812.11 ms / {n:5d} tokens "
+    "(    1.23 ms per token,   812.00 tokens per second)\n"
+)
+
+
+def test_the_server_log_says_what_each_completion_evaluated() -> None:
+    before = PERF.format(n=1732) + "Llama.generate: 1732 prefix-match hit, remaining 7 ...\n"
+    task = PERF.format(n=7) + "noise\n" + PERF.format(n=50)
+    log = before + task + PERF.format(n=1)
+    assert e2e_work.prompt_evaluated(log) == [1732, 7, 50, 1]
+    start = len(before)
+    assert e2e_work.evaluated_in(log, start, start + len(task)) == 57
+    assert e2e_work.evaluated_in(log, 0, len(log)) == 1790
+
+
+def test_the_figure_is_the_longest_task() -> None:
+    works = [
+        e2e_work.Work("short", 2, 900, 600, 900),
+        e2e_work.Work("long", 8, 3000, 2500, 3000),
+        e2e_work.Work("none", 0, 0, 0, 0),
+    ]
+    lines = e2e_work.report(works)
+    assert len(lines) == 3
+    assert "(long, the longest task)" in lines[-1] and "1.20x" in lines[-1]
+    assert "met)" in lines[-1] and "NOT" not in lines[-1]
+
+
+def test_the_recorder_passes_requests_on_and_keeps_the_chat_bodies(openai: FakeOpenAI) -> None:
+    openai.enqueue(Answer("hello"))
+    with e2e_work.Recorder(openai.url) as recorder:
+        models = requests.get(recorder.url + "/models", timeout=10)
+        assert models.status_code == 200 and models.json()["data"][0]["id"] == "qwen3:8b"
+        sent = {"model": "qwen3:8b", "messages": [{"role": "user", "content": "hi"}]}
+        answer = requests.post(recorder.url + "/chat/completions", json=sent, timeout=10)
+        assert answer.json()["choices"][0]["message"]["content"] == "hello"
+        missing = requests.post(
+            recorder.url + "/chat/completions", json={**sent, "model": "nope"}, timeout=10
+        )
+        assert missing.status_code == 404  # errors pass through as they are
+        assert recorder.take() == [sent, {**sent, "model": "nope"}]
+        assert recorder.take() == []
