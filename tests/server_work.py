@@ -10,9 +10,14 @@ then an end marker) — and compared with the previous request to the same model
 Per request (a `Row`): its `tokens`; `lcp`, the tokens it shares from the start with the
 previous request to that model; `evaluated`, what the server pays: `tokens - lcp`, or all of
 them when Ollama reloads the model (a `num_ctx` other than the previous request's: the cache
-is gone); `new`, the tokens of the blocks (tool definitions, messages) whose exact rendering
-this session had not sent before: the ideal, each message evaluated once. Over a session,
-`evaluated / new` is the figure: 1.0 for a conversation that only ever appends.
+is gone); `new`, the tokens of the blocks (tool definitions, messages) it appends: those after
+the last block this session had sent before, each rendered as never before (`Novelty`). That
+is the ideal, each message evaluated once, when it joins the conversation. A block rendered
+anew *before* one sent earlier — an old tool result shortened, a stub or summary in place of
+elided turns — is `rewritten`, not new: its cost is in `evaluated` only, as the server pays
+it. Over a session, `evaluated / new` is the figure: 1.0 for a conversation that only ever
+appends; about 1 + f/(1-f) in the steady state for one compacted to a fraction f of its
+budget whenever it is full.
 
 A `compaction` is a request whose common prefix stops short of the previous request (its
 history was changed, not appended to); a `num_ctx` change is counted after a model's first
@@ -107,7 +112,8 @@ class Row:
     tokens: int
     lcp: int  # tokens in common from the start with the previous request to this model
     evaluated: int  # what the server evaluated: tokens - lcp, all of them after a reload
-    new: int  # tokens of blocks this session had never sent
+    new: int  # tokens of the blocks it appended (after every block sent before)
+    rewritten: int = 0  # tokens of blocks rendered anew before one sent earlier
     num_ctx: int | None = None
     reloaded: bool = False  # Ollama: num_ctx changed, the model reloaded, the cache gone
     compaction: bool = False  # the prefix stopped short of the previous request
@@ -118,10 +124,41 @@ class Row:
             "lcp": self.lcp,
             "evaluated": self.evaluated,
             "new": self.new,
+            "rewritten": self.rewritten,
             "num_ctx": self.num_ctx,
             "reloaded": self.reloaded,
             "compaction": self.compaction,
         }
+
+
+class Novelty:
+    """Which blocks of each request of a session are new: appended after the last block the
+    session had sent before. A block is "sent before" when an earlier request held it (the
+    same key) at least as many times as this request has so far: a message rendered exactly
+    like an earlier one (two identical tool results) is still new the first time it is
+    repeated. A rewrite of the previous request's last block cannot be told from an appended
+    block, and counts as new."""
+
+    def __init__(self) -> None:
+        self._held: dict[Any, int] = {}  # key → the most times one request held it
+
+    def observe(self, keyed: Sequence[tuple[Any, int]]) -> tuple[int, int]:
+        """`keyed`: each block's key and size, in order. Returns (new, rewritten) tokens."""
+        counts: dict[Any, int] = {}
+        sent_before = []
+        for key, _ in keyed:
+            counts[key] = counts.get(key, 0) + 1
+            sent_before.append(counts[key] <= self._held.get(key, 0))
+        last = max((i for i, sent in enumerate(sent_before) if sent), default=-1)
+        new = sum(size for _, size in keyed[last + 1 :])
+        rewritten = sum(
+            size
+            for (_, size), sent in zip(keyed[: max(last, 0)], sent_before, strict=False)
+            if not sent
+        )
+        for key, count in counts.items():
+            self._held[key] = max(self._held.get(key, 0), count)
+        return new, rewritten
 
 
 @dataclass
@@ -140,14 +177,14 @@ class ServerWork:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._last: dict[str, _Model] = {}
-        self._seen: set[tuple[str, ...]] = set()
+        self._novelty = Novelty()
 
     def reset(self) -> None:
         """A new session: nothing sent, nothing cached."""
         with self._lock:
             self.rows.clear()
             self._last.clear()
-            self._seen.clear()
+            self._novelty = Novelty()
 
     def observe(self, body: Mapping[str, Any]) -> Row:
         """Count one chat request the server evaluates (not one it refused unread)."""
@@ -158,12 +195,7 @@ class ServerWork:
         rendered = blocks(body)
         tokens = [t for b in rendered for t in b]
         with self._lock:
-            new = 0
-            for block in rendered:
-                key = tuple(block)
-                if key not in self._seen:
-                    self._seen.add(key)
-                    new += len(block)
+            new, rewritten = self._novelty.observe([(tuple(b), len(b)) for b in rendered])
             last = self._last.get(model)
             lcp = common_prefix(last.tokens, tokens) if last else 0
             reloaded = bool(
@@ -175,6 +207,7 @@ class ServerWork:
                 lcp,
                 len(tokens) if reloaded else len(tokens) - lcp,
                 new,
+                rewritten,
                 num_ctx,
                 reloaded,
                 compaction=bool(last and lcp < len(last.tokens)),
@@ -201,6 +234,10 @@ class ServerWork:
         return sum(r.new for r in self.rows)
 
     @property
+    def rewritten(self) -> int:
+        return sum(r.rewritten for r in self.rows)
+
+    @property
     def ratio(self) -> float:
         """Evaluated / new: 1.0 when every token was evaluated once."""
         return self.evaluated / self.new if self.new else 0.0
@@ -221,6 +258,7 @@ class ServerWork:
             "tokens": self.tokens,
             "evaluated": self.evaluated,
             "new": self.new,
+            "rewritten": self.rewritten,
             "ratio": self.ratio,
             "compactions": self.compactions,
             "num_ctx_changes": self.num_ctx_changes,

@@ -113,7 +113,7 @@ def test_an_append_only_session_costs_exactly_the_new_tokens() -> None:
     assert work.requests == 11
     assert work.evaluated == work.new == work.rows[-1].tokens
     assert work.ratio == 1.0
-    assert work.compactions == 0
+    assert work.compactions == 0 and work.rewritten == 0
     for earlier, later in zip(work.rows, work.rows[1:], strict=False):
         assert later.lcp == earlier.tokens
         assert later.evaluated == later.new == later.tokens - earlier.tokens
@@ -133,9 +133,59 @@ def test_a_changed_third_message_costs_everything_after_it() -> None:
     marker = 2  # <|tool|> <content>, then the first token differs
     assert row.lcp == kept + marker
     assert row.evaluated == row.tokens - kept - marker
-    assert row.new == len(render_message(changed[3]))  # only that message is new
+    # Nothing was appended: the shortened result is a rewrite, paid for but not new.
+    assert row.new == 0 and row.rewritten == len(render_message(changed[3]))
     assert row.compaction and work.compactions == 1
     assert work.evaluated == before + row.evaluated
+    assert work.ratio > 1
+
+
+def test_rewriting_the_history_every_request_costs_more_than_it_adds() -> None:
+    """Each request shortens the older results a little more (the old trimming, oldest
+    first): they are rendered anew each time, which the server pays for and which is not
+    new."""
+    work = ServerWork()
+    history: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "read them all"}]
+    for n in range(8):
+        shortened = [
+            {**m, "content": m["content"][: max(10, len(m["content"]) - 40)]}
+            if m["role"] == "tool" and i < len(history) - 2
+            else m
+            for i, m in enumerate(history)
+        ]
+        history = [*shortened, call(n), result(n)]
+        work.observe(body(history))
+    assert work.new == sum(r.new for r in work.rows) < work.evaluated
+    assert work.rewritten > 0 and work.compactions == 6
+    assert work.ratio > 2
+    assert [r.new for r in work.rows[1:]] == [size(call(n), result(n)) for n in range(1, 8)]
+
+
+def test_a_compaction_to_stubs_costs_what_remains_and_adds_only_what_follows() -> None:
+    work = ServerWork()
+    sent = session(6)
+    for messages in sent:
+        work.observe(body(messages))
+    stubs = [
+        {**m, "content": "[elided: read_file again to see it]"} if m["role"] == "tool" else m
+        for m in sent[-1][:-2]
+    ]
+    compacted = [*stubs, *sent[-1][-2:], call(6), result(6)]
+    row = work.observe(body(compacted))
+    assert row.new == size(call(6), result(6))
+    assert row.rewritten == size(*(m for m in stubs if m["role"] == "tool"))
+    first_stub = next(i for i, m in enumerate(stubs) if m["role"] == "tool")
+    paid = len(render_tools(TOOLS)) + size(*compacted[:first_stub]) + 2
+    assert row.evaluated == row.tokens - paid
+
+
+def test_a_message_rendered_like_an_earlier_one_is_new_when_repeated() -> None:
+    work = ServerWork()
+    again = {"role": "user", "content": "continue"}
+    work.observe(body([SYSTEM, again]))
+    row = work.observe(body([SYSTEM, again, {"role": "assistant", "content": "ok"}, again]))
+    assert row.new == size({"role": "assistant", "content": "ok"}, again)
+    assert row.rewritten == 0 and row.evaluated == row.new
 
 
 def test_a_request_sent_again_as_it_was_costs_nothing() -> None:
@@ -151,7 +201,7 @@ def test_a_message_seen_before_is_not_new_even_after_a_compaction() -> None:
     work.observe(body(first))
     compacted = [SYSTEM, {"role": "user", "content": "go"}, result(0)]  # the call dropped
     row = work.observe(body(compacted))
-    assert row.new == 0 and row.compaction
+    assert row.new == row.rewritten == 0 and row.compaction
     assert row.evaluated == size(result(0))  # what follows the common prefix is paid again
 
 

@@ -17,7 +17,8 @@ for the arguments) are in N too: they are what the server did.
 
 What was new is counted in the model's own tokens by tests/e2e/prompt_tokens.py, run by the
 e2e venv's Python: every request rendered as the server renders it, and each message's share
-of the prompt; a message counts once, the first time it is rendered that way in the task.
+of the prompt; what a request appends after everything the task sent before is new, as the
+fakes count it (tests/server_work.py, `Novelty`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -36,6 +38,11 @@ from typing import Any
 import setup_env
 
 HERE = Path(__file__).resolve().parent
+if str(HERE.parents[1]) not in sys.path:  # the repository: tests.server_work
+    sys.path.insert(0, str(HERE.parents[1]))
+
+from tests.server_work import Novelty  # noqa: E402
+
 TARGET = 1.5  # evaluated / new over the longest task
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 _FORWARDED = ("Content-Type", "Authorization", "Accept")
@@ -163,13 +170,10 @@ def count(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def measure(task: str, bodies: list[dict[str, Any]], log: str, start: int, end: int) -> Work:
     counted = count(bodies) if bodies else []
-    seen: set[str] = set()
+    novelty = Novelty()
     new = 0
     for request in counted:
-        for key, tokens in request["blocks"]:
-            if key not in seen:
-                seen.add(key)
-                new += tokens
+        new += novelty.observe([(key, tokens) for key, tokens in request["blocks"]])[0]
     return Work(
         task,
         len(bodies),
