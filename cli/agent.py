@@ -105,7 +105,8 @@ class AgentSettings:
     # prompt, calls read back from text), auto (native when the model reports tool support).
     tool_mode: str = "auto"
     instructions: str = ""  # the project's instructions section (cli/instructions.py)
-    compact_to: float = 0.33  # a compaction leaves this share of the budget (cli/window.py)
+    # A compaction leaves this share of the history's room (cli/window.py, Agent._share).
+    compact_to: float = 0.33
 
 
 @dataclass(frozen=True)
@@ -931,7 +932,7 @@ class Agent:
         size = sum(message_tokens(m) for m in shown)
         compaction, shortened = None, 0
         if size > budget:
-            target = int(budget * self.settings.compact_to)
+            target = self._share(budget, conversation)
             compaction = window.compact(conversation, target, message_tokens)
             self._compacting = self._compacting or compaction.did
             shown = window.view(conversation)
@@ -961,14 +962,22 @@ class Agent:
             return []
         return [self.toolbox[name].definition() for name in self.policy.enabled_tools()]
 
-    def _compaction_target(self, info: ModelInfo) -> int:
-        """What a compaction leaves, in our estimate: agent.compact_to of what the messages
-        may take at the most num_ctx (with the tools this model's requests carry now)."""
+    def _share(self, budget: int, conversation: list[Message]) -> int:
+        """What a compaction leaves of `budget`: the system prompt, which the server keeps
+        cached through it, and agent.compact_to of the room after it, the history's."""
+        system = (
+            conversation[0] if conversation and conversation[0].get("role") == "system" else None
+        )
+        fixed = message_tokens(system) if system is not None else 0
+        return fixed + int(max(0, budget - fixed) * self.settings.compact_to)
+
+    def _compaction_target(self, info: ModelInfo, conversation: list[Message]) -> int:
+        """What a compaction leaves, in our estimate, at the most num_ctx (with the tools
+        this model's requests carry now)."""
         limits = self._limits(info)
         tools = self._request_tools(info)
         tools_cost = estimate_tokens(json.dumps(tools)) if tools else 0
-        budget = self._budget(limits.ceiling, limits, info, tools_cost)
-        return int(budget * self.settings.compact_to)
+        return self._share(self._budget(limits.ceiling, limits, info, tools_cost), conversation)
 
     def compaction_sizes(self, conversation: list[Message]) -> tuple[int, int]:
         """What the conversation takes as the server is sent it, and what a compaction
@@ -976,7 +985,8 @@ class Agent:
         info = self.model_info()
         size = sum(message_tokens(m) for m in self._window_for(conversation).view(conversation))
         factor = self.calibration.factor(info.name)
-        return int(size * factor), int(self._compaction_target(info) * factor)
+        target = self._compaction_target(info, conversation)
+        return int(size * factor), int(target * factor)
 
     def summarise(self, conversation: list[Message]) -> Generator[Event, None, str]:
         """`/compact summary`: the model's summary of the conversation so far, asked as one
@@ -1014,7 +1024,7 @@ class Agent:
     def compact(self, conversation: list[Message], summary: str = "") -> Compaction:
         """`/compact`: the conversation's window compacted now, as it is when full, with
         `summary` (of what goes) in the note on what was left out."""
-        target = self._compaction_target(self.model_info())
+        target = self._compaction_target(self.model_info(), conversation)
         window = self._window_for(conversation)
         done = window.compact(conversation, target, message_tokens, summary)
         self._compacting = self._compacting or done.did
