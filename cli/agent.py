@@ -401,8 +401,8 @@ class Agent:
                     continue
                 elif not content.strip():
                     yield Notice("the model sent an empty answer again; nothing to show")
-                # A cut answer is not an answer: `agent run` exits 3 for it.
-                reason: StopReason = "length" if cut else "answer"
+                # A cut answer is not an answer, nor is an empty one: `agent run` exits 3.
+                reason: StopReason = "length" if cut else "answer" if content.strip() else "empty"
                 yield Finished(reason, content, steps, total, elapsed, context=context)
                 return
             if steps >= limit:
