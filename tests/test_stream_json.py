@@ -236,7 +236,9 @@ def test_an_empty_answer_is_stop_reason_empty_and_exit_3(
     assert "empty answer again" in r.stderr
 
 
-def test_an_empty_answer_exits_3_with_nothing_on_stdout(run_cli: RunCli, ollama: FakeOllama) -> None:
+def test_an_empty_answer_exits_3_and_stdout_stays_empty(
+    run_cli: RunCli, ollama: FakeOllama
+) -> None:
     ollama.enqueue(reply(""), reply(""))
     r = run_cli("run", "hi")
     assert r.code == 3 and r.stdout == ""
