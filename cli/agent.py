@@ -304,13 +304,19 @@ class Agent:
 
     # -- the loop -------------------------------------------------------------------------
 
-    def run(self, conversation: list[Message], prompt: str) -> Iterator[Event]:
-        """Add the user's prompt to `conversation` and work until the model answers."""
+    def run(
+        self, conversation: list[Message], prompt: str, images: Sequence[str] = ()
+    ) -> Iterator[Event]:
+        """Add the user's prompt to `conversation` and work until the model answers.
+        `images`: base64 images the message carries (cli/images.py), as Ollama takes them."""
         self._set_system_prompt(conversation)
         self.context.edits.clear()  # edit_file's failures count per turn
         if self.context.changes is not None:
             self.context.changes.new_turn()  # its changes are undone and redone together
-        conversation.append({"role": "user", "content": prompt})
+        message: Message = {"role": "user", "content": prompt}
+        if images:
+            message["images"] = list(images)
+        conversation.append(message)
         return self._loop(conversation)
 
     def _loop(self, conversation: list[Message]) -> Iterator[Event]:

@@ -23,8 +23,11 @@ from cli import __version__
 
 if TYPE_CHECKING:
     from cli.agent import Agent
+    from cli.audit import AuditLog
     from cli.changes import ChangeStore
     from cli.config import Config
+    from cli.events import Event
+    from cli.images import Image
     from cli.instructions import Instructions
     from cli.ui.stream_json import StreamJson
     from cli.ui.trace import LazyConsole, RunTrace
@@ -299,6 +302,16 @@ def run(
     api: ApiOpt = None,
     no_instructions: NoInstructionsOpt = False,
     mcp_config: McpConfigOpt = None,
+    attach: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-a",
+            "--attach",
+            metavar="FILE",
+            help="Attach this image (PNG, JPEG, GIF, WebP, BMP; at most 20 MB) for a vision "
+            "model; repeatable. Read through the same policy as read_file.",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -325,7 +338,7 @@ def run(
             mcp_stderr=_server_stderr(terminal.stderr) if verbose else None,
         )
         output = output_choice(output_format, as_json)
-        code = _run(terminal, prompt, yes, output, choices, verbose=verbose)
+        code = _run(terminal, prompt, yes, output, choices, verbose=verbose, images=attach or [])
     raise typer.Exit(code)
 
 
@@ -353,6 +366,7 @@ def _run(
     choices: Choices,
     *,
     verbose: bool = False,
+    images: Sequence[str] = (),
 ) -> int:
     from cli.approval import Approver, NoOneToAsk, UnattendedApprover
     from cli.policy import Policy
@@ -388,7 +402,9 @@ def _run(
     )
     try:
         with stopped_by_signals(agent.mcp is not None):
-            return _drive(terminal, agent, config, text, console, output, verbose, yes=yes)
+            return _drive(
+                terminal, agent, config, text, console, output, verbose, yes=yes, images=images
+            )
     finally:
         agent.close()  # its MCP servers: stopped, whatever happened
 
@@ -403,9 +419,10 @@ def _drive(
     verbose: bool,
     *,
     yes: bool = False,
+    images: Sequence[str] = (),
 ) -> int:
     from cli.audit import audited, session_log
-    from cli.events import Event, Notice
+    from cli.events import Notice
     from cli.ui.trace import RunRecord, RunTrace
 
     as_json = output == "json"
@@ -433,13 +450,19 @@ def _drive(
     audit_log = session_log(terminal.environ, agent.policy.cwd)
     conversation: list[dict[str, Any]] = []
     try:
+        if stream is not None:
+            early = agent.mcp_tools()  # the MCP servers' tools belong in the start line
+            stream.start(agent, yes=yes, images=images)
+            for line in early:
+                said(Notice(line))
+        seen = _attached_images(agent, images, said, audit_log) if images else []
+        if seen:
+            from cli.images import image_note
+
+            text = f"{text}\n\n{image_note(seen)}"
         # closing(): on Ctrl-C the audit wrapper records the call that was cut short.
-        with contextlib.closing(audited(agent.run(conversation, text), audit_log)) as events:
-            if stream is not None:
-                early = agent.mcp_tools()  # the MCP servers' tools belong in the start line
-                stream.start(agent, yes=yes)
-                for line in early:
-                    said(Notice(line))
+        run = agent.run(conversation, text, [image.data for image in seen])
+        with contextlib.closing(audited(run, audit_log)) as events:
             if agent.model_info().note:  # what the backend had to assume, said once
                 said(Notice(agent.model_info().note))
             for line in _instruction_lines(agent.instructions, verbose):
@@ -450,7 +473,8 @@ def _drive(
             terminal, agent.settings.model, conversation, config.agent.max_sessions
         )
         if stream is not None:
-            stream.start(agent, yes=yes)  # if the failure came first: the stream has its start
+            # if the failure came first: the stream has its start
+            stream.start(agent, yes=yes, images=images)
         if isinstance(exc, KeyboardInterrupt):
             return _interrupted(terminal, trace, output, saved, stream)
         if saved:
@@ -469,6 +493,30 @@ def _drive(
         terminal.stdout.write(shown_answer(record.answer, _isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
     return exit_code(record.stop_reason)
+
+
+def _attached_images(
+    agent: Agent, paths: Sequence[str], said: Callable[[Event], None], audit_log: AuditLog
+) -> list[Image]:
+    """`-a FILE`: each image read as read_file reads (policy, gate, audit); a model that
+    cannot see images is sent none (a usage error, before anything is sent)."""
+    from cli.events import Notice
+    from cli.images import cannot_see, read_image, sees_images, unknown_sight
+
+    model = agent.settings.model
+    sight = sees_images(agent.model_info())
+    if sight is False:
+        raise UsageError(f"-a {paths[0]}: {cannot_see(model)}; nothing was sent")
+    if sight is None:
+        said(Notice(unknown_sight(model)))
+    images = []
+    for path in dict.fromkeys(paths):
+        attached = read_image(agent, path)
+        audit_log.record(attached.record)
+        if attached.image is None:
+            raise UsageError(f"-a {path}: {attached.error}; nothing was sent")
+        images.append(attached.image)
+    return images
 
 
 def exit_code(stop_reason: str | None) -> int:

@@ -267,6 +267,12 @@ class _History:
             self.pending = [p for p in self.pending if p[0] != call_id]
             return {"role": "tool", "tool_call_id": call_id, "content": content}
         wire: dict[str, Any] = {"role": role, "content": content}
+        images = [i for i in as_list(message.get("images")) if isinstance(i, str)]
+        if images and role == "user":  # Ollama's `images` as content parts with data URLs
+            wire["content"] = [
+                {"type": "text", "text": content},
+                *({"type": "image_url", "image_url": {"url": _data_url(i)}} for i in images),
+            ]
         calls = as_list(message.get("tool_calls")) if role == "assistant" else []
         if calls:
             self.pending = []
@@ -341,6 +347,12 @@ def first_choice(data: Any) -> dict[str, Any]:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 return choice
     return {}
+
+
+def _data_url(encoded: str) -> str:
+    from cli.images import encoded_type
+
+    return f"data:{encoded_type(encoded)};base64,{encoded}"
 
 
 def capabilities_of(raw: Any) -> frozenset[str] | None:

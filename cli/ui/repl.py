@@ -21,7 +21,17 @@ from cli.backends.messages import Message, ToolCall, closest_models
 from cli.config import THINK_LEVELS
 from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
+from cli.images import (
+    Image,
+    cannot_see,
+    image_note,
+    is_image_name,
+    read_image,
+    sees_images,
+    unknown_sight,
+)
 from cli.sessions import SessionStore, conversation_turns, timestamp_name
+from cli.tools.fsops import human_size
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
 from cli.ui.render import ChatRenderer
@@ -70,6 +80,7 @@ class ChatSession:
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
         self._prefill = ""
+        self._images: list[Image] = []  # the images the message being sent attaches
         # `@path` completion offers only what the policy would let the chat attach.
         self.completer = ChatCompleter(
             COMMANDS, agent.policy.cwd, self._completions_for, hides=agent.policy.hides
@@ -119,7 +130,8 @@ class ChatSession:
         if message is None:
             self._prefill = text  # nothing is lost: the message waits at the prompt
             return
-        events = self.agent.run(self.conversation, message)
+        images, self._images = [image.data for image in self._images], []
+        events = self.agent.run(self.conversation, message, images)
         if self.audit_log is not None:
             events = audited(events, self.audit_log)  # closing it closes the loop too
         self.renderer.begin(self.agent.settings.model)
@@ -141,7 +153,12 @@ class ChatSession:
         """The message with each `@path`'s content appended, read through the same policy
         and limits as read_file; None (after saying why) if one cannot be attached."""
         blocks: list[str] = []
+        self._images = []
         for path in dict.fromkeys(m.group(1) for m in _ATTACHMENT.finditer(text)):
+            if is_image_name(path):  # an image goes to a vision model as one (cli/images.py)
+                if not self._attach_image(path):
+                    return None
+                continue
             result, decided = self._read_for_attachment(path)
             if not decided.allowed:
                 self.renderer.error(f"@{path} not attached: {decided.reason}; {_NOT_SENT}")
@@ -156,9 +173,37 @@ class ChatSession:
                 note = f" (lines {first}-{last} of {result.get('lines')})"
             blocks.append(f'<file path="{shown}"{note}>\n{result.get("content", "")}</file>')
             self.console.print(Text(f"📎 attached {sanitize(shown)}{note}", style="dim"))
+        if self._images:
+            blocks.append(image_note(self._images))
         if not blocks:
             return text
         return text + "\n\n" + "\n\n".join(blocks)
+
+    def _attach_image(self, path: str) -> bool:
+        """`@shot.png`: the image joins the message for a model that can see (said, or the
+        server does not say); False, after one line saying why, if it cannot be sent."""
+        try:
+            sight = sees_images(self.agent.model_info())
+        except AgentError as exc:
+            self.renderer.error(f"@{path} not attached: {exc.message}; {_NOT_SENT}")
+            return False
+        if sight is False:
+            why = cannot_see(self.agent.settings.model)
+            self.renderer.error(f"@{path} not attached: {why}; {_NOT_SENT}")
+            return False
+        attached = read_image(self.agent, path)
+        if self.audit_log is not None:
+            self.audit_log.record(attached.record)
+        if attached.image is None:
+            self.renderer.error(f"@{path} not attached: {attached.error}; {_NOT_SENT}")
+            return False
+        image = attached.image
+        if sight is None and not self._images:
+            self.say(unknown_sight(self.agent.settings.model), "yellow")
+        self._images.append(image)
+        size = human_size(image.size)
+        self.console.print(Text(f"📎 attached {sanitize(image.path)} (image, {size})", style="dim"))
+        return True
 
     def _read_for_attachment(self, path: str) -> tuple[dict[str, Any], ToolDecided]:
         """read_file as the model would call it: same policy, approver, limits and audit."""
