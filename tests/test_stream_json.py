@@ -242,3 +242,14 @@ def test_an_empty_answer_exits_3_and_stdout_stays_empty(
     ollama.enqueue(reply(""), reply(""))
     r = run_cli("run", "hi")
     assert r.code == 3 and r.stdout == ""
+
+
+def test_notices_are_lines_too(run_cli: RunCli, ollama: FakeOllama) -> None:
+    ollama.add_model("gemma3:4b", ["completion"])
+    ollama.enqueue(reply("Hello."))
+    r = run_cli("run", "--output-format", "stream-json", "-m", "gemma3:4b", "hi")
+    assert r.code == 0, r.stderr
+    lines = lines_of(r.stdout)
+    assert lines[0]["type"] == "start" and lines[0]["tool_mode"] == "prompt"
+    (notice,) = of(lines, "notice")
+    assert "has no native tool support" in notice["text"]
