@@ -219,3 +219,12 @@ def test_chat_at_image_on_openai_goes_as_a_data_url(make_chat: Any, workspace: P
     finally:
         fake.stop()
     assert sent["content"][1]["image_url"]["url"] == f"data:image/png;base64,{b64(PNG)}"
+
+
+def test_an_image_counts_in_the_token_estimate() -> None:
+    from cli.context import IMAGE_TOKENS, message_tokens
+
+    text = {"role": "user", "content": "what is this?"}
+    assert message_tokens({**text, "images": [b64(PNG)] * 2}) == (
+        message_tokens(text) + 2 * IMAGE_TOKENS
+    )
