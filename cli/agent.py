@@ -513,7 +513,9 @@ class Agent:
         except ContextTooLong as exc:
             if turn.size:
                 raise  # it came after the answer had started: nothing to resend
-            self._answer_overflowed(exc, plan, info)
+            if self._answer_overflowed(exc, plan, info):
+                turn.done_reason = "length"  # the answer was cut: the turn ends as "length"
+                return turn, plan
             counted = self._learn(exc, plan, info)
         # What the server said may show the message cannot fit at all: refused, not resent.
         self._refuse_unfit(conversation, info, tools_cost)
@@ -529,23 +531,16 @@ class Agent:
             raise ContextTooLong(self._too_long(harder, info)) from None
         return turn, harder
 
-    def _answer_overflowed(self, refusal: ContextTooLong, plan: _Plan, info: ModelInfo) -> None:
-        """A refusal that counts far more tokens than the prompt held, by an estimate the
-        server's own counts have already corrected, is about the answer: llama-cpp-python
-        answers 400 when a model's answer fills the context (it then counts the prompt and
-        the answer so far). Resending less history would not help; bounding the answer
-        does."""
+    def _answer_overflowed(self, refusal: ContextTooLong, plan: _Plan, info: ModelInfo) -> bool:
+        """Whether a refusal is about the answer, not the prompt: it counts far more tokens
+        than the prompt held, by an estimate the server's own counts have corrected.
+        llama-cpp-python answers 400 when a model's answer fills the context (counting the
+        prompt and the answer so far), and sends none of it. Resending less history would
+        not help: the turn ends as an answer cut for length, whose notice says to bound it."""
         counted, known = refusal.prompt_tokens, self.calibration.factors.get(info.name)
         if not counted or known is None or not info.fixed_context:
-            return
-        sent = self.calibration.corrected(info.name, plan.estimate)
-        if counted <= 1.5 * sent:
-            return
-        raise ContextTooLong(
-            f"the server refused the request at {counted} tokens where the prompt held about "
-            f"{sent}: the model's answer filled the rest of the context; set "
-            "ollama.options.num_predict (sent as max_tokens) to bound an answer, or ask for less"
-        )
+            return False
+        return counted > 1.5 * self.calibration.corrected(info.name, plan.estimate)
 
     def _learn(self, refusal: ContextTooLong, plan: _Plan, info: ModelInfo) -> int | None:
         """What a server's refusal says: the context it runs the model with (on a server

@@ -459,13 +459,13 @@ def test_a_server_without_its_context_is_still_sized_by_the_cap(
     assert [r.path for r in openai.requests if not r.path.startswith("/v1/")] == []
 
 
-def test_a_refusal_counting_the_answer_too_says_to_bound_the_answer(
+def test_a_refusal_counting_the_answer_too_is_an_answer_cut_for_length(
     make_openai_agent: MakeOpenAIAgent, openai: FakeOpenAI, workspace: Path
 ) -> None:
     """llama-cpp-python answers 400 when the model's answer fills its context, counting the
     prompt and the answer so far: far more than the prompt held, by an estimate its own
-    counts corrected. Nothing is refused as too long to send, and no history is cut: the
-    one line says to bound the answer."""
+    counts corrected. That is an answer cut for length (stop_reason "length", with the
+    advice to bound it), not a message too long to send, and no history is cut."""
     (workspace / "a.txt").write_text("alpha\n")
     openai.tokenizer = lambda body: (len(json.dumps(body["messages"])) + 3) // 4
     overflow = (
@@ -477,11 +477,10 @@ def test_a_refusal_counting_the_answer_too_says_to_bound_the_answer(
         Answer(tool_calls=[Call("read_file", {"path": "a.txt"})]),
         HttpError(400, overflow, code="context_length_exceeded"),
     )
-    harness = make_openai_agent()
-    with pytest.raises(ContextTooLong) as raised:
-        harness.run("read a.txt")
-    said = raised.value.message
-    assert "the model's answer filled the rest of the context" in said
+    events = make_openai_agent().run("read a.txt")
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.stop_reason == "length"
+    said = " ".join(notices(events))
     assert "ollama.options.num_predict (sent as max_tokens)" in said
-    assert not isinstance(raised.value, MessageTooLong)
+    assert "longer than the model's context" not in said  # not taken for a long prompt
     assert len(openai.chat_bodies) == 2  # not resent with less history
