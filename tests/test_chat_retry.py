@@ -310,3 +310,21 @@ def test_edit_of_the_only_message_then_leaving_saves_without_it(
     saved = chat.store.latest()
     assert saved is not None and "An answer." not in str(saved.messages)
     assert saved.turns == 0
+
+
+def test_retry_and_edit_keep_an_attached_image(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    import base64
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(64))
+    (workspace / "shot.png").write_bytes(png)
+    ollama.add_model("gemma3:4b", ["completion", "vision"])
+    ollama.enqueue(reply("A cat."), reply("A chart."), reply("A bar chart."))
+    chat = make_chat("ollama:\n  model: gemma3:4b\n")
+    chat.run("what is @shot.png?" + ENTER, "/retry" + ENTER, "/edit" + ENTER, " exactly" + ENTER)
+    sent = [[m for m in body["messages"] if m["role"] == "user"][-1] for body in ollama.chat_bodies]
+    image = base64.b64encode(png).decode("ascii")
+    assert [m.get("images") for m in sent] == [[image], [image], [image]]
+    assert sent[1]["content"] == 'what is @shot.png?\n\n<image path="shot.png" />'
+    assert sent[2]["content"] == 'what is @shot.png? exactly\n\n<image path="shot.png" />'

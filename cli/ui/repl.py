@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,18 @@ from cli.backends.messages import Message, ToolCall, closest_models
 from cli.config import THINK_LEVELS
 from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
+from cli.images import (
+    Image,
+    cannot_see,
+    image_note,
+    is_image_name,
+    read_image,
+    sees_images,
+    unknown_sight,
+)
 from cli.paths import display_path
 from cli.sessions import SessionStore, conversation_turns, timestamp_name
+from cli.tools.fsops import human_size
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
 from cli.ui.render import ChatRenderer
@@ -32,7 +42,8 @@ THINK_CHOICES = ("on", "off", *THINK_LEVELS)
 # `@path` at the start of the message or after a space; trailing punctuation is not part of it.
 _ATTACHMENT = re.compile(r"(?:(?<=\s)|^)@(\S+?)[,;:!?.)]*(?=\s|$)")
 _NOT_SENT = "the message was not sent (it is back in the input)"
-_ATTACHED_BLOCKS = re.compile(r'\n\n<file path="[^"\n]*"[^>\n]*>\n.*\Z', re.DOTALL)
+# What `attach` appends: a `<file …>` block for each file, then an `<image …/>` line each.
+_ATTACHED_BLOCKS = re.compile(r'\n\n<(?:file|image) path="[^"\n]*"[^>\n]*>.*\Z', re.DOTALL)
 REPLAYED_TURNS = 3  # turns shown again on --resume and /load
 
 
@@ -72,6 +83,7 @@ class ChatSession:
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
         self._prefill = ""
+        self._images: list[Image] = []  # the images the message being sent attaches
         # The last message sent: its text with attachments, as typed, and its turn in the
         # change store (/retry and /edit say what it changed).
         self._last_sent: tuple[str, str, str] | None = None
@@ -124,13 +136,14 @@ class ChatSession:
         if message is None:
             self._prefill = text  # nothing is lost: the message waits at the prompt
             return
-        self.answer(message, typed=text)
+        images, self._images = [image.data for image in self._images], []
+        self.answer(message, typed=text, images=images)
 
-    def answer(self, message: str, *, typed: str) -> None:
-        """One turn of the agent loop for `message` (`typed`: what the user typed of it,
-        before attachments: /edit gives it back)."""
+    def answer(self, message: str, *, typed: str, images: Sequence[str] = ()) -> None:
+        """One turn of the agent loop for `message` and its `images` (`typed`: what the user
+        typed of it, before attachments: /edit gives it back)."""
         changes = self.agent.context.changes
-        events = self.agent.run(self.conversation, message)
+        events = self.agent.run(self.conversation, message, images)
         self._last_sent = (message, typed, changes.turn if changes is not None else "")
         if self.audit_log is not None:
             events = audited(events, self.audit_log)  # closing it closes the loop too
@@ -153,7 +166,12 @@ class ChatSession:
         """The message with each `@path`'s content appended, read through the same policy
         and limits as read_file; None (after saying why) if one cannot be attached."""
         blocks: list[str] = []
+        self._images = []
         for path in dict.fromkeys(m.group(1) for m in _ATTACHMENT.finditer(text)):
+            if is_image_name(path):  # an image goes to a vision model as one (cli/images.py)
+                if not self._attach_image(path):
+                    return None
+                continue
             result, decided = self._read_for_attachment(path)
             if not decided.allowed:
                 self.renderer.error(f"@{path} not attached: {decided.reason}; {_NOT_SENT}")
@@ -168,9 +186,37 @@ class ChatSession:
                 note = f" (lines {first}-{last} of {result.get('lines')})"
             blocks.append(f'<file path="{shown}"{note}>\n{result.get("content", "")}</file>')
             self.console.print(Text(f"📎 attached {sanitize(shown)}{note}", style="dim"))
+        if self._images:
+            blocks.append(image_note(self._images))
         if not blocks:
             return text
         return text + "\n\n" + "\n\n".join(blocks)
+
+    def _attach_image(self, path: str) -> bool:
+        """`@shot.png`: the image joins the message for a model that can see (said, or the
+        server does not say); False, after one line saying why, if it cannot be sent."""
+        try:
+            sight = sees_images(self.agent.model_info())
+        except AgentError as exc:
+            self.renderer.error(f"@{path} not attached: {exc.message}; {_NOT_SENT}")
+            return False
+        if sight is False:
+            why = cannot_see(self.agent.settings.model)
+            self.renderer.error(f"@{path} not attached: {why}; {_NOT_SENT}")
+            return False
+        attached = read_image(self.agent, path)
+        if self.audit_log is not None:
+            self.audit_log.record(attached.record)
+        if attached.image is None:
+            self.renderer.error(f"@{path} not attached: {attached.error}; {_NOT_SENT}")
+            return False
+        image = attached.image
+        if sight is None and not self._images:
+            self.say(unknown_sight(self.agent.settings.model), "yellow")
+        self._images.append(image)
+        size = human_size(image.size)
+        self.console.print(Text(f"📎 attached {sanitize(image.path)} (image, {size})", style="dim"))
+        return True
 
     def _read_for_attachment(self, path: str) -> tuple[dict[str, Any], ToolDecided]:
         """read_file as the model would call it: same policy, approver, limits and audit."""
@@ -289,9 +335,10 @@ class ChatSession:
         kept = index is not None and self.conversation[index].get("content") == self._last_sent[0]
         return None if kept else self._last_sent[1]
 
-    def drop_from(self, index: int) -> tuple[str, str]:
+    def drop_from(self, index: int) -> tuple[str, str, list[str]]:
         """Drop the message at `index` and all that followed it; its text as sent and as
-        typed. Says which files the dropped turn changed: those changes stay."""
+        typed, and its images. Says which files the dropped turn changed: those stay."""
+        images = [str(i) for i in self.conversation[index].get("images") or []]
         sent = str(self.conversation[index].get("content") or "")
         typed, turn = _typed_text(sent), ""
         if self._last_sent is not None and self._last_sent[0] == sent:
@@ -317,7 +364,7 @@ class ChatSession:
                     "(/undo takes them back)",
                     "yellow",
                 )
-        return sent, typed
+        return sent, typed, images
 
     def switch_model(self, name: str) -> None:
         previous = self.agent.settings
@@ -586,8 +633,8 @@ def _retry(session: ChatSession, argument: str) -> bool:
         session.say("nothing to retry: no message sent yet", "dim")
         return True
     session.say("sending your last message again; its last answer is dropped", "dim")
-    sent, typed = session.drop_from(index)
-    session.answer(sent, typed=typed)
+    sent, typed, images = session.drop_from(index)
+    session.answer(sent, typed=typed, images=images)
     return True
 
 
@@ -606,7 +653,7 @@ def _edit(session: ChatSession, argument: str) -> bool:
     if index is None:
         session.say("nothing to edit: no message sent yet", "dim")
         return True
-    _sent, typed = session.drop_from(index)
+    _sent, typed, _images = session.drop_from(index)
     session.say("your last message is back in the input (Enter sends it); its answer is dropped")
     session._prefill = typed
     session.autosave()
@@ -668,10 +715,16 @@ def _compact(session: ChatSession, argument: str) -> bool:
                     break
         finally:
             session.renderer.close()
-        if not summary:
-            session.renderer.error("the model sent no summary; nothing was compacted")
-            return True
-    session.say(agent.compaction_notice(agent.compact(conversation, summary)), "dim")
+    done = agent.compact(conversation, summary)
+    if not done.did:
+        session.say(
+            "nothing could be left out: what is sent is the current message and its latest step",
+            "dim",
+        )
+        return True
+    session.say(agent.compaction_notice(done), "dim")
+    if summary and not done.summarised:
+        session.say("the summary is not kept: no turn or step was left out whole", "dim")
     return True
 
 
