@@ -114,11 +114,14 @@ class Recorder:
             status, kind, payload = error.code, error.headers.get("Content-Type"), error.read()
         except OSError as error:
             status, kind, payload = 502, "text/plain", f"proxy: {error}".encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", kind or "application/json")
-        handler.send_header("Content-Length", str(len(payload)))
-        handler.end_headers()
-        handler.wfile.write(payload)
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", kind or "application/json")
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up waiting (its timeout on a loaded machine): nothing to tell
 
 
 def prompt_evaluated(log: str) -> list[int]:
