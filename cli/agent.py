@@ -668,7 +668,7 @@ class Agent:
             # Interrupted mid-way: every call still gets its tool message, so the history
             # sent next time is one Ollama accepts.
             for call in calls[answered:]:
-                result = {"success": False, "error": "interrupted by the user"}
+                result = {"success": False, "error": outcomes.INTERRUPTED_ERROR}
                 conversation.append(tool_message(call, result))
 
     def _run_call(

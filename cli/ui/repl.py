@@ -343,11 +343,31 @@ def _exit(_session: ChatSession, _argument: str) -> bool:
 
 
 def _clear(session: ChatSession, _argument: str) -> bool:
+    """A new conversation under a new name, saved from its first turn on. The one left stays
+    saved under its own name, said here; leaving later names only a session that exists."""
+    kept = session.session_name if session.saved_at is not None else None
     session.conversation = []
     session.agent.context.memory.clear()
-    session.session_name = timestamp_name()
-    session.say("new conversation", "dim")
+    session.session_name = _fresh_name(session.store, kept or session.session_name)
+    session.saved_at = None  # the new name has nothing saved under it yet
+    if kept is None:
+        session.say("new conversation", "dim")
+    else:
+        session.say(
+            f"new conversation; the last one is saved as {kept} (/load {kept} brings it back)",
+            "dim",
+        )
     return True
+
+
+def _fresh_name(store: SessionStore, taken: str) -> str:
+    """The time as a session name, one no saved session has and not `taken`: a /clear in the
+    second the last conversation started must not save over it."""
+    base = name = timestamp_name()
+    number = 2
+    while name == taken or store.exists(name):
+        name, number = f"{base}-{number}", number + 1
+    return name
 
 
 def _model(session: ChatSession, argument: str) -> bool:
@@ -443,7 +463,8 @@ def _think(session: ChatSession, argument: str) -> bool:
 
 def _save(session: ChatSession, argument: str) -> bool:
     force = argument.endswith("!")
-    name = argument.removesuffix("!").strip() or timestamp_name()
+    # Without a name: this session, under the name it autosaves to (not a second copy).
+    name = argument.removesuffix("!").strip() or session.session_name
     if name != session.session_name and session.store.exists(name) and not force:
         session.renderer.error(
             f"a saved session named {name} exists; /save {name}! replaces it, or choose "

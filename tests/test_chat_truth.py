@@ -1,0 +1,119 @@
+"""Issue 21, what a newcomer meets in chat: messages that always send (`@word` that names no
+file is text, file names with spaces attach), turns and sessions that tell the truth (two
+calls to one tool, /clear then leaving, /save without a name, an interrupted call), a call
+known to fail never put to the user, `--json` after Ctrl-C, and TERM=dumb."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli.sessions import conversation_turns
+from tests.conftest import MakeChat
+from tests.fake_ollama import FakeOllama, reply, tool_call
+
+ENTER = "\r"
+
+
+# -- two calls to one tool in one answer --------
+
+
+def test_turns_and_replay_pair_two_calls_to_one_tool(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    ollama.enqueue(
+        reply(
+            tool_calls=[
+                tool_call("write_file", {"path": "a.md", "content": "a\n"}),
+                tool_call("write_file", {"path": "b.md", "content": "b\n"}),
+            ]
+        ),
+        reply("Wrote both."),
+    )
+    chat = make_chat("policy: {confirm: none}\n")
+    chat.run("write a.md and b.md" + ENTER, "/turns" + ENTER)
+    assert "changed a.md, b.md" in chat.text
+    resumed = make_chat()
+    resumed.session.load(None)
+    lines = [line.strip() for line in resumed.text.splitlines()]
+    assert "✓ write_file a.md" in lines and "✓ write_file b.md" in lines
+    assert "✓ write_file" not in lines  # no call without its path
+
+
+def test_results_pair_by_tool_call_id_whatever_their_order() -> None:
+    messages = [
+        {"role": "user", "content": "two writes"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "function": {"name": "write_file", "arguments": {"path": "a.md"}}},
+            {"id": "c2", "function": {"name": "write_file", "arguments": {"path": "b.md"}}},
+        ]},
+        {"role": "tool", "tool_call_id": "c2", "content": '{"success": true}'},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"success": false, "error": "x"}'},
+    ]  # fmt: skip
+    (turn,) = conversation_turns(messages)
+    assert turn.calls == ["✓ write_file b.md", "✗ write_file a.md · failed"]
+    assert turn.changed == ["b.md"]
+
+
+# -- an interrupted call --------
+
+
+def test_an_interrupted_call_is_replayed_as_interrupted(
+    make_chat: MakeChat, workspace: Path
+) -> None:
+    chat = make_chat()
+    chat.store.save(
+        "cut",
+        "qwen3:8b",
+        [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "write it"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": "write_file", "arguments": {"path": "a.md"}}},
+            ]},
+            {"role": "tool", "tool_name": "write_file",
+             "content": '{"success": false, "error": "interrupted by the user"}'},
+        ],  # fmt: skip
+        cwd=str(workspace),
+    )
+    chat.session.load("cut")
+    assert "✗ write_file a.md · interrupted" in chat.text
+    assert "failed" not in chat.text
+
+
+# -- sessions: /clear then leaving, /save without a name --------
+
+
+def test_clear_then_leaving_names_only_a_session_that_exists(
+    make_chat: MakeChat, ollama: FakeOllama
+) -> None:
+    ollama.enqueue(reply("one"))
+    chat = make_chat()
+    chat.run("first" + ENTER, "/clear" + ENTER)
+    first = chat.store.names()
+    assert len(first) == 1
+    assert f"the last one is saved as {first[0]}" in chat.text
+    # Leaving (Ctrl-D) names no session: the new conversation has none saved yet.
+    for named in " ".join(chat.text.split()).split("agent chat --resume ")[1:]:
+        assert chat.store.exists(named.split()[0].rstrip(",);")), chat.text
+    ollama.enqueue(reply("two"))
+    chat.run("second" + ENTER)
+    second = chat.session.session_name
+    assert chat.store.exists(second) and second != first[0]
+    assert f"agent chat --resume {second}" in " ".join(chat.text.split())
+
+
+def test_save_without_a_name_saves_this_session(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    chat = make_chat()
+    # A session started earlier (its name is the time it started), resumed.
+    earlier = [{"role": "system", "content": "s"}, {"role": "user", "content": "first"}]
+    chat.store.save("2026-12-01_23-36-05", "qwen3:8b", earlier, cwd=str(workspace))
+    chat.session.load("2026-12-01_23-36-05")
+    ollama.enqueue(reply("two"))
+    chat.run("/save" + ENTER, "second" + ENTER)
+    assert chat.store.names() == ["2026-12-01_23-36-05"]  # not forked under a new name
+    assert "saved as 2026-12-01_23-36-05" in chat.text
+    session = chat.store.load("2026-12-01_23-36-05")
+    assert [m["content"] for m in session.messages if m["role"] == "user"] == ["first", "second"]
