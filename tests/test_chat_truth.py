@@ -5,7 +5,6 @@ known to fail never put to the user, `--json` after Ctrl-C, and TERM=dumb."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from cli.sessions import conversation_turns
@@ -62,20 +61,17 @@ def test_an_interrupted_call_is_replayed_as_interrupted(
     make_chat: MakeChat, workspace: Path
 ) -> None:
     chat = make_chat()
-    chat.store.save(
-        "cut",
-        "qwen3:8b",
-        [
-            {"role": "system", "content": "s"},
-            {"role": "user", "content": "write it"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"function": {"name": "write_file", "arguments": {"path": "a.md"}}},
-            ]},
-            {"role": "tool", "tool_name": "write_file",
-             "content": '{"success": false, "error": "interrupted by the user"}'},
-        ],  # fmt: skip
-        cwd=str(workspace),
-    )
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "write it"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "write_file", "arguments": {"path": "a.md"}}},
+        ]},
+        # What cli/agent.py tells the model of a call Ctrl-C came before.
+        {"role": "tool", "tool_name": "write_file",
+         "content": '{"success": false, "error": "interrupted by the user"}'},
+    ]  # fmt: skip
+    chat.store.save("cut", "qwen3:8b", messages, cwd=str(workspace))
     chat.session.load("cut")
     assert "✗ write_file a.md · interrupted" in chat.text
     assert "failed" not in chat.text
