@@ -480,7 +480,7 @@ def _drive(
         if saved:
             exc.message += f" (the work so far is saved: agent chat --resume {saved})"
         if as_json:
-            record.answer = trace.partial_answer
+            trace.cut_short()  # the steps and the time it took, as far as it got
             record.stop_reason = "error"
             record.error = exc.message
             print_json(terminal.stdout, record.to_json())
@@ -539,8 +539,7 @@ def _interrupted(
     as it streamed), in the JSON object, or in stream-json's `end` line — and one line on
     stderr says what happened."""
     if output == "json":
-        record = trace.record
-        record.answer = trace.partial_answer
+        record = trace.cut_short()  # the steps and the time it took, as far as it got
         record.stop_reason, record.error = "interrupted", "interrupted"
         print_json(terminal.stdout, record.to_json())
     elif stream is not None:

@@ -5,6 +5,13 @@ known to fail never put to the user, `--json` after Ctrl-C, and TERM=dumb."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 from cli.sessions import conversation_turns
@@ -113,3 +120,42 @@ def test_save_without_a_name_saves_this_session(
     assert "saved as 2026-12-01_23-36-05" in chat.text
     session = chat.store.load("2026-12-01_23-36-05")
     assert [m["content"] for m in session.messages if m["role"] == "user"] == ["first", "second"]
+
+
+# -- --json after Ctrl-C --------
+
+
+def test_json_after_ctrl_c_reports_the_steps_and_time_so_far(
+    ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("buy milk\n")
+    gate = threading.Event()
+    streaming = reply("Reading it now, and the answer goes on " * 20, token=8)
+    streaming.gate, streaming.gate_at = gate, -1  # holds the stream open before its end
+    ollama.enqueue(reply(tool_calls=[tool_call("read_file", {"path": "notes.md"})]), streaming)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "run", "--json", "read notes.md"],
+        cwd=workspace,
+        env={**os.environ, "OLLAMA_HOST": ollama.url},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60  # a backstop, not a measure
+        while len(ollama.chat_bodies) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # let the streamed lines arrive (the test holds for either case)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        gate.set()
+    assert proc.returncode == 130, err
+    data = json.loads(out)
+    assert data["stop_reason"] == "interrupted"
+    # Two model calls: one that ended (its usage counted), one cut short while it streamed.
+    assert data["steps"] == (2 if data["answer"] else 1), data
+    assert data["stats"]["eval_count"] == 20
+    assert data["stats"]["wall_time"] > 0
+    assert [c["name"] for c in data["tool_calls"]] == ["read_file"]
