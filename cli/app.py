@@ -662,7 +662,6 @@ def chat(
 
 
 def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) -> int:
-    from rich.console import Console
     from rich.markup import escape
 
     from cli.audit import session_log
@@ -670,6 +669,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     from cli.sessions import SessionStore
     from cli.ui.approve import ChatApprover, Consequences
     from cli.ui.keys import PromptKeys, TypeAhead
+    from cli.ui.layout import FittedConsole
     from cli.ui.render import ChatRenderer
     from cli.ui.repl import ChatSession, think_state
     from cli.ui.text import sanitize
@@ -682,7 +682,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             'agent run: echo "…" | agent run -'
         )
     config = load(choices, terminal.environ)
-    console = Console(file=terminal.stdout, highlight=False)
+    console = FittedConsole(file=terminal.stdout, highlight=False)  # TERM=dumb too
     consequences = Consequences(config.policy.trash, config.policy.commands.sandbox)
     approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd, consequences=consequences)
     agent = build_agent(

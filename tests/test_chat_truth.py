@@ -14,9 +14,13 @@ import threading
 import time
 from pathlib import Path
 
+import pexpect
+import pytest
+
 from cli.sessions import conversation_turns
 from tests.conftest import MakeChat
 from tests.fake_ollama import FakeOllama, reply, tool_call
+from tests.vt import Term
 
 ENTER = "\r"
 
@@ -159,3 +163,35 @@ def test_json_after_ctrl_c_reports_the_steps_and_time_so_far(
     assert data["stats"]["eval_count"] == 20
     assert data["stats"]["wall_time"] > 0
     assert [c["name"] for c in data["tool_calls"]] == ["read_file"]
+
+
+# -- TERM=dumb --------
+
+
+@pytest.mark.pty
+def test_term_dumb_lays_the_header_out_at_the_terminal_width(
+    ollama: FakeOllama, workspace: Path
+) -> None:
+    """Emacs' shell says TERM=dumb, and its window may be 60 columns wide: rich alone takes 80
+    columns there, and the terminal then breaks the header mid-word."""
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "TERM": "dumb", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    env.pop("COLUMNS", None)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "cli", "chat"],
+        cwd=str(workspace),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(30, 60),
+    )
+    term = Term(child, 60, 30)
+    try:
+        term.wait("›")
+        term.settle()
+        header = " ".join(term.screen.text().split())
+        assert "metona-agent · qwen3:8b" in header and "tools on" in header
+        # Every line ends where the program ended it, never where the terminal had to.
+        assert not any(row.wrapped for row in term.screen.lines), term.screen.text()
+    finally:
+        child.terminate(force=True)
