@@ -13,16 +13,25 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
 
 from cli.sessions import conversation_turns
+from cli.ui.editor import ChatCompleter
+from cli.ui.repl import COMMANDS
 from tests.conftest import MakeChat
 from tests.fake_ollama import FakeOllama, reply, tool_call
 from tests.vt import Term
 
 ENTER = "\r"
+
+
+def messages_sent(ollama: FakeOllama) -> list[dict[str, Any]]:
+    return ollama.chat_bodies[-1]["messages"]
 
 
 # -- two calls to one tool in one answer --------
@@ -193,5 +202,197 @@ def test_term_dumb_lays_the_header_out_at_the_terminal_width(
         assert "metona-agent · qwen3:8b" in header and "tools on" in header
         # Every line ends where the program ended it, never where the terminal had to.
         assert not any(row.wrapped for row in term.screen.lines), term.screen.text()
+    finally:
+        child.terminate(force=True)
+
+
+# -- a call known to fail --------
+
+
+def test_an_edit_known_to_fail_is_not_asked_and_the_model_gets_the_error(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("x = 1\nx = 1\n")
+    ambiguous = {"path": "notes.md", "old_string": "x = 1", "new_string": "x = 2"}
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "notes.md"})]),
+        reply(tool_calls=[tool_call("edit_file", ambiguous)]),
+        reply("It is in two places; I will give more context."),
+    )
+    chat = make_chat()
+    # "q" would stop the turn at a confirmation; unasked, it waits at the prompt, and
+    # Ctrl-C clears it there.
+    chat.run("change x" + ENTER, "q", "\x03")
+    assert "waiting for confirmation" not in chat.text
+    assert "the edit will fail" not in chat.text
+    result = json.loads(messages_sent(ollama)[-1]["content"])
+    assert result["success"] is False and "2 places" in result["error"], result
+    assert "I will give more context" in chat.text
+    assert (workspace / "notes.md").read_text() == "x = 1\nx = 1\n"
+
+
+def test_an_edit_of_a_file_never_read_is_not_asked(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("x = 1\n")
+    edit = {"path": "notes.md", "old_string": "x = 1", "new_string": "x = 2"}
+    ollama.enqueue(reply(tool_calls=[tool_call("edit_file", edit)]), reply("Reading it first."))
+    chat = make_chat()
+    chat.run("change x" + ENTER, "q", "\x03")
+    assert "waiting for confirmation" not in chat.text
+    result = json.loads(messages_sent(ollama)[-1]["content"])
+    assert "was not read in this conversation" in result["error"], result
+    assert (workspace / "notes.md").read_text() == "x = 1\n"
+
+
+def test_an_edit_that_can_succeed_is_still_asked(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("x = 1\n")
+    edit = {"path": "notes.md", "old_string": "x = 1", "new_string": "x = 2"}
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "notes.md"})]),
+        reply(tool_calls=[tool_call("edit_file", edit)]),
+        reply("Changed."),
+    )
+    chat = make_chat()
+    chat.run("change x" + ENTER, "y")
+    assert "waiting for confirmation" in chat.text
+    assert (workspace / "notes.md").read_text() == "x = 2\n"
+
+
+# -- @word: text unless it names a file --------
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "the decorator @dataclass is used here",
+        "why does @Override matter?",
+        "install @types/node first",
+        "ask @bob.",
+    ],
+)
+def test_an_at_word_that_names_no_file_is_sent_as_text(
+    make_chat: MakeChat, ollama: FakeOllama, message: str
+) -> None:
+    ollama.enqueue(reply("ok"))
+    chat = make_chat()
+    chat.run(message + ENTER)
+    assert messages_sent(ollama)[-1]["content"] == message
+    assert "not attached" not in chat.text and "not sent" not in chat.text
+
+
+def test_an_at_path_that_looks_like_a_file_but_is_none_says_it_went_as_text(
+    make_chat: MakeChat, ollama: FakeOllama
+) -> None:
+    ollama.enqueue(reply("ok"))
+    chat = make_chat()
+    chat.run("read @notse.md" + ENTER)
+    assert messages_sent(ollama)[-1]["content"] == "read @notse.md"
+    assert "@notse.md names no file: sent as text" in chat.text
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_an_at_path_the_policy_hides_is_refused_whether_or_not_it_exists(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path, exists: bool
+) -> None:
+    """A careful user expects a secret never to be sent as text by accident, and the answer
+    to tell nothing of whether it is there: the same refusal either way."""
+    if exists:
+        (workspace / "prod.pem").write_text("-----BEGIN PRIVATE KEY-----")
+    chat = make_chat()
+    chat.run("check @prod.pem" + ENTER, "\x03")
+    assert ollama.chat_bodies == []
+    said = " ".join(chat.text.split())
+    assert "@prod.pem not attached: prod.pem looks like a secret" in said
+    assert "the message was not sent" in said and "@@prod.pem sends it as text" in said
+    assert "BEGIN PRIVATE KEY" not in chat.text
+    assert "does not exist" not in said
+
+
+def test_at_at_writes_a_literal_at_path(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "notes.md").write_text("secret plans\n")
+    ollama.enqueue(reply("ok"))
+    chat = make_chat()
+    chat.run("the file is called @@notes.md, and the user is @@bob" + ENTER)
+    sent = messages_sent(ollama)[-1]["content"]
+    assert sent == "the file is called @notes.md, and the user is @bob"
+    assert "attached" not in chat.text
+
+
+@pytest.mark.parametrize("typed", ['@"my notes.txt"', "@my\\ notes.txt"])
+def test_a_file_name_with_a_space_attaches(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path, typed: str
+) -> None:
+    (workspace / "my notes.txt").write_text("buy milk\n")
+    ollama.enqueue(reply("Milk."))
+    chat = make_chat()
+    chat.run(f"summarise {typed}, please" + ENTER)
+    content = messages_sent(ollama)[-1]["content"]
+    assert content.startswith(f"summarise {typed}, please\n\n")
+    assert '<file path="my notes.txt">\nbuy milk\n</file>' in content
+    assert "📎 attached my notes.txt" in chat.text
+
+
+def test_completion_inserts_a_form_that_attaches(workspace: Path) -> None:
+    from cli.ui.editor import mentions  # the grammar `@…` is read with (new with this test)
+
+    (workspace / "my notes.txt").write_text("x")
+    (workspace / "my dir").mkdir()
+    (workspace / "my dir" / "a b.md").write_text("x")
+    completer = ChatCompleter(COMMANDS, str(workspace))
+
+    def complete(text: str) -> list[str]:
+        found = completer.get_completions(Document(text, len(text)), CompleteEvent())
+        return sorted(c.text for c in found)
+
+    assert complete("see @my") == ["my\\ dir", "my\\ notes.txt"]
+    assert complete("see @my\\ n") == ["my\\ notes.txt"]
+    assert complete("see @my\\") == ["my\\ dir", "my\\ notes.txt"]
+    assert complete('see @"my n') == ['"my notes.txt"']
+    assert complete('see @"my d') == ['"my dir']  # a folder stays open
+    assert complete("see @my\\ dir/a") == ["my\\ dir/a\\ b.md"]
+    for form in complete("see @my\\ n") + complete('see @"my n'):
+        (mention,) = mentions(f"see @{form} now")
+        assert mention.path == "my notes.txt"
+    assert complete("see @@my") == []  # a literal is not completed
+
+
+@pytest.mark.pty
+def test_tab_completes_a_name_with_a_space_and_it_attaches(
+    ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "my notes.txt").write_text("buy milk\n")
+    ollama.enqueue(reply("You need milk."))
+    env = {
+        **os.environ,
+        "OLLAMA_HOST": ollama.url,
+        "TERM": "xterm-256color",
+        "PROMPT_TOOLKIT_NO_CPR": "1",
+    }
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "cli", "chat"],
+        cwd=str(workspace),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(30, 100),
+    )
+    term = Term(child, 100, 30)
+    try:
+        term.wait("›")
+        term.send("summarise @my")
+        term.wait("summarise @my")
+        term.send("\t")
+        term.wait("summarise @my\\ notes.txt")
+        term.send("\r")
+        term.wait("You need milk.")
+        content = messages_sent(ollama)[-1]["content"]
+        assert content.startswith("summarise @my\\ notes.txt")
+        assert '<file path="my notes.txt">\nbuy milk\n</file>' in content
     finally:
         child.terminate(force=True)

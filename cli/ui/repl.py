@@ -4,7 +4,7 @@ a tool or the user's keys do ends it, except /exit, /bye and Ctrl-D."""
 
 from __future__ import annotations
 
-import re
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -33,13 +33,21 @@ from cli.images import (
 from cli.sessions import SessionStore, conversation_turns, timestamp_name
 from cli.tools.fsops import human_size
 from cli.ui.approve import ChatApprover
-from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
+from cli.ui.editor import (
+    ChatCompleter,
+    history_at,
+    literal_text,
+    make_prompt,
+    mentions,
+    strip_block,
+)
 from cli.ui.render import ChatRenderer
 from cli.ui.text import plural, sanitize, shorten_text
 
 THINK_CHOICES = ("on", "off", *THINK_LEVELS)
-# `@path` at the start of the message or after a space; trailing punctuation is not part of it.
-_ATTACHMENT = re.compile(r"(?:(?<=\s)|^)@(\S+?)[,;:!?.)]*(?=\s|$)")
+# A refusal the policy makes by the name alone, whether or not the file is there: said at
+# once, so that an `@path` never tells whether a hidden file exists.
+_HIDDEN_RULES = frozenset({"sensitive", "blocked_dir"})
 _NOT_SENT = "the message was not sent (it is back in the input)"
 REPLAYED_TURNS = 3  # turns shown again on --resume and /load
 
@@ -150,21 +158,59 @@ class ChatSession:
             self.autosave()
 
     def attach(self, text: str) -> str | None:
-        """The message with each `@path`'s content appended, read through the same policy
-        and limits as read_file; None (after saying why) if one cannot be attached."""
+        """The message with the content of each `@path` that names a file appended, read
+        through the same policy and limits as read_file; None (after saying why) if one
+        cannot be attached. What a careful user expects:
+
+        - `@word` that names nothing (`@dataclass`, `@Override`, `@types/node`, `@bob`) is
+          text, sent as typed; one that looks like a path gets a dim line saying so;
+        - `@path` the policy hides (a secret, a blocked dir) is refused loudly and nothing is
+          sent, whether or not the file exists — the answer never tells which;
+        - `@path` that names a file (or a directory: it exists, and cannot be attached) is
+          attached, or refused with the reason, and nothing is sent;
+        - `@@word` is the text `@word` (editor.mentions has the grammar)."""
         blocks: list[str] = []
         self._images = []
-        for path in dict.fromkeys(m.group(1) for m in _ATTACHMENT.finditer(text)):
+        attached: set[str] = set()
+        for mention in mentions(text):
+            path = mention.path
+            if path is None or path in attached:
+                continue
+            shown_as = sanitize(mention.typed.rstrip(",;:!?.)"))
+            kind = self._mention_kind(path)
+            if kind == "off":
+                self.say(
+                    f"{shown_as}: read_file is off in this policy, so nothing is attached; "
+                    "sent as text",
+                    "dim",
+                )
+                continue
+            if kind != "file":
+                if kind != "text":  # hidden: refused by its name alone
+                    self.renderer.error(
+                        f"{shown_as} not attached: {kind}; {_NOT_SENT}; @{shown_as} sends it "
+                        "as text"
+                    )
+                    return None
+                if "/" in path or "." in path:  # it looked like a path: say it was not one
+                    self.say(f"{shown_as} names no file: sent as text", "dim")
+                continue
+            attached.add(path)
             if is_image_name(path):  # an image goes to a vision model as one (cli/images.py)
                 if not self._attach_image(path):
                     return None
                 continue
             result, decided = self._read_for_attachment(path)
+            escape = f"@{shown_as} sends it as text"
             if not decided.allowed:
-                self.renderer.error(f"@{path} not attached: {decided.reason}; {_NOT_SENT}")
+                self.renderer.error(
+                    f"{shown_as} not attached: {decided.reason}; {_NOT_SENT}; {escape}"
+                )
                 return None
             if not result.get("success"):
-                self.renderer.error(f"@{path} not attached: {result.get('error')}; {_NOT_SENT}")
+                self.renderer.error(
+                    f"{shown_as} not attached: {result.get('error')}; {_NOT_SENT}; {escape}"
+                )
                 return None
             shown = self.agent.context.show(str(result.get("path", path)))
             note = ""
@@ -173,6 +219,7 @@ class ChatSession:
                 note = f" (lines {first}-{last} of {result.get('lines')})"
             blocks.append(f'<file path="{shown}"{note}>\n{result.get("content", "")}</file>')
             self.console.print(Text(f"📎 attached {sanitize(shown)}{note}", style="dim"))
+        text = literal_text(text)
         if self._images:
             blocks.append(image_note(self._images))
         if not blocks:
@@ -204,6 +251,21 @@ class ChatSession:
         size = human_size(image.size)
         self.console.print(Text(f"📎 attached {sanitize(image.path)} (image, {size})", style="dim"))
         return True
+
+    def _mention_kind(self, path: str) -> str:
+        """What `@path` is: "file" (its name is in the file system: to attach), "text" (it
+        names nothing, or cannot be a path), "off" (read_file is off: nothing attaches, and
+        nothing is looked at), or the policy's reason for a path it hides (a
+        secret, a blocked dir), decided on the name before anything looks at the disk."""
+        decision = self.agent.policy.decide("read_file", {"path": path})
+        if decision.action == "deny" and decision.rule in _HIDDEN_RULES:
+            return decision.reason
+        if decision.rule == "disabled":  # attachments are off: nothing is looked at
+            return "off"
+        resolved = decision.paths.get("path")
+        if resolved is None:  # not a path at all (bad_path): text
+            return "text"
+        return "file" if os.path.lexists(resolved.entry) else "text"
 
     def _read_for_attachment(self, path: str) -> tuple[dict[str, Any], ToolDecided]:
         """read_file as the model would call it: same policy, approver, limits and audit."""
@@ -328,7 +390,9 @@ def _help(session: ChatSession, _argument: str) -> bool:
     lines.append("")
     for keys in (
         'Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
-        "@path attaches a file · Tab completes commands and paths · ↑/↓ history",
+        '@path attaches a file (a name with spaces: @"my notes.txt" or @my\\ notes.txt; '
+        "an @word that names no file is text; @@word is the text @word) · Tab completes "
+        "commands and paths · ↑/↓ history",
         "Ctrl-C stops the answer (or clears the line) · Ctrl-D quits",
         "confirmations: y yes · n no (then an optional reason) · a always for this tool "
         "in this session · q stop this turn",
