@@ -5,6 +5,7 @@ a tool or the user's keys do ends it, except /exit, /bye and Ctrl-D."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -48,6 +49,9 @@ THINK_CHOICES = ("on", "off", *THINK_LEVELS)
 # A refusal the policy makes by the name alone, whether or not the file is there: said at
 # once, so that an `@path` never tells whether a hidden file exists.
 _HIDDEN_RULES = frozenset({"sensitive", "blocked_dir"})
+# An `@word` a person may have meant as a file (`@notse.md`, `@src/app`), not a decorator or
+# a handle (`@dataclass`, `@app.route("/")`): when it names nothing, a dim line says so.
+_LOOKS_LIKE_A_PATH = re.compile(r"(?=[\w.~/ -]+$)(?:.*/|.*\.[A-Za-z0-9]{1,5}$)")
 _NOT_SENT = "the message was not sent (it is back in the input)"
 REPLAYED_TURNS = 3  # turns shown again on --resume and /load
 
@@ -192,7 +196,7 @@ class ChatSession:
                         "as text"
                     )
                     return None
-                if "/" in path or "." in path:  # it looked like a path: say it was not one
+                if _LOOKS_LIKE_A_PATH.match(path):  # a typo, perhaps: say it went as text
                     self.say(f"{shown_as} names no file: sent as text", "dim")
                 continue
             attached.add(path)
