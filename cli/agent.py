@@ -73,7 +73,7 @@ from cli.sizing import (
     unfit_message,
 )
 from cli.textcalls import extract_tool_calls
-from cli.tools import Tool, ToolContext, unchanged
+from cli.tools import Tool, ToolContext, foreseen, unchanged
 from cli.window import Compaction, Window
 
 if TYPE_CHECKING:
@@ -663,7 +663,7 @@ class Agent:
             # Interrupted mid-way: every call still gets its tool message, so the history
             # sent next time is one Ollama accepts.
             for call in calls[answered:]:
-                result = {"success": False, "error": "interrupted by the user"}
+                result = {"success": False, "error": outcomes.INTERRUPTED_ERROR}
                 conversation.append(tool_message(call, result))
 
     def _run_call(
@@ -717,8 +717,10 @@ class Agent:
             decision = self._tree_boundary(decision, looking)
         # A write of what the file holds is no change: not asked (cli/tools/unchanged.py).
         decision = unchanged.decide(decision, call.name, arguments, self.policy, looking)
+        # A call that cannot succeed is not asked: it fails (cli/tools/foreseen.py).
+        decision = foreseen.decide(decision, call.name, arguments, self.policy, looking)
         loss = None
-        if decision.action != "deny" and decision.rule != unchanged.RULE:
+        if decision.action != "deny" and decision.rule not in (unchanged.RULE, foreseen.RULE):
             loss = preflight.unkept(call.name, arguments, decision.paths, looking)
             if loss is not None:
                 decision = preflight.needs_person(decision, loss)
@@ -786,6 +788,9 @@ class Agent:
                 if decided.decision.rule == unchanged.RULE:  # allowed unasked: writes nothing
                     context = self.context.started(name)
                     result = unchanged.only(context, name, decided.arguments, paths)
+                elif decided.decision.rule == foreseen.RULE:  # allowed unasked: fails
+                    context = self.context.started(name)
+                    result = foreseen.only(context, name, decided.arguments, paths)
                 else:
                     result = tools.run_tool(tool, self.context, decided.arguments, paths)
             except Exception as exc:  # a tool bug must not end the session: report it

@@ -481,7 +481,7 @@ def _drive(
         if saved:
             exc.message += f" (the work so far is saved: agent chat --resume {saved})"
         if as_json:
-            record.answer = trace.partial_answer
+            trace.cut_short()  # the steps and the time it took, as far as it got
             record.stop_reason = "error"
             record.error = exc.message
             print_json(terminal.stdout, record.to_json())
@@ -540,8 +540,7 @@ def _interrupted(
     as it streamed), in the JSON object, or in stream-json's `end` line — and one line on
     stderr says what happened."""
     if output == "json":
-        record = trace.record
-        record.answer = trace.partial_answer
+        record = trace.cut_short()  # the steps and the time it took, as far as it got
         record.stop_reason, record.error = "interrupted", "interrupted"
         print_json(terminal.stdout, record.to_json())
     elif stream is not None:
@@ -664,7 +663,6 @@ def chat(
 
 
 def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) -> int:
-    from rich.console import Console
     from rich.markup import escape
 
     from cli.audit import session_log
@@ -672,6 +670,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     from cli.sessions import SessionStore
     from cli.ui.approve import ChatApprover, Consequences
     from cli.ui.keys import PromptKeys, TypeAhead
+    from cli.ui.layout import FittedConsole
     from cli.ui.render import ChatRenderer
     from cli.ui.repl import ChatSession, think_state
     from cli.ui.text import sanitize
@@ -684,7 +683,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             'agent run: echo "…" | agent run -'
         )
     config = load(choices, terminal.environ)
-    console = Console(file=terminal.stdout, highlight=False)
+    console = FittedConsole(file=terminal.stdout, highlight=False)  # TERM=dumb too
     consequences = Consequences(config.policy.trash, config.policy.commands.sandbox)
     approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd, consequences=consequences)
     agent = build_agent(

@@ -189,8 +189,9 @@ def test_a_failed_attach_sends_nothing_and_says_so(
     make_chat: MakeChat, ollama: FakeOllama, workspace: Path
 ) -> None:
     chat = make_chat()
+    (workspace / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     # Enter again sends what came back into the input: the same message, refused again.
-    chat.run("look at @missing.txt please\r", "\r", "\x03")
-    assert chat.text.count("@missing.txt not attached") == 2
+    chat.run("look at @id_rsa please\r", "\r", "\x03")
+    assert chat.text.count("@id_rsa not attached") == 2
     assert "the message was not sent (it is back in the input)" in " ".join(chat.text.split("\n"))
     assert ollama.chat_bodies == []

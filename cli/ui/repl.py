@@ -4,6 +4,7 @@ a tool or the user's keys do ends it, except /exit, /bye and Ctrl-D."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,13 +35,24 @@ from cli.paths import display_path
 from cli.sessions import SessionStore, conversation_turns, timestamp_name
 from cli.tools.fsops import human_size
 from cli.ui.approve import ChatApprover
-from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
+from cli.ui.editor import (
+    ChatCompleter,
+    history_at,
+    literal_text,
+    make_prompt,
+    mentions,
+    strip_block,
+)
 from cli.ui.render import ChatRenderer
 from cli.ui.text import plural, sanitize, shorten_text
 
 THINK_CHOICES = ("on", "off", *THINK_LEVELS)
-# `@path` at the start of the message or after a space; trailing punctuation is not part of it.
-_ATTACHMENT = re.compile(r"(?:(?<=\s)|^)@(\S+?)[,;:!?.)]*(?=\s|$)")
+# A refusal the policy makes by the name alone, whether or not the file is there: said at
+# once, so that an `@path` never tells whether a hidden file exists.
+_HIDDEN_RULES = frozenset({"sensitive", "blocked_dir"})
+# An `@word` a person may have meant as a file (`@notse.md`, `@src/app`), not a decorator or
+# a handle (`@dataclass`, `@app.route("/")`): when it names nothing, a dim line says so.
+_LOOKS_LIKE_A_PATH = re.compile(r"(?=[\w.~/ -]+$)(?:.*/|.*\.[A-Za-z0-9]{1,5}$)")
 _NOT_SENT = "the message was not sent (it is back in the input)"
 # What `attach` appends: a `<file …>` block for each file, then an `<image …/>` line each.
 _ATTACHED_BLOCKS = re.compile(r'\n\n<(?:file|image) path="[^"\n]*"[^>\n]*>.*\Z', re.DOTALL)
@@ -163,21 +175,59 @@ class ChatSession:
             self.autosave()
 
     def attach(self, text: str) -> str | None:
-        """The message with each `@path`'s content appended, read through the same policy
-        and limits as read_file; None (after saying why) if one cannot be attached."""
+        """The message with the content of each `@path` that names a file appended, read
+        through the same policy and limits as read_file; None (after saying why) if one
+        cannot be attached. What a careful user expects:
+
+        - `@word` that names nothing (`@dataclass`, `@Override`, `@types/node`, `@bob`) is
+          text, sent as typed; one that looks like a path gets a dim line saying so;
+        - `@path` the policy hides (a secret, a blocked dir) is refused loudly and nothing is
+          sent, whether or not the file exists — the answer never tells which;
+        - `@path` that names a file (or a directory: it exists, and cannot be attached) is
+          attached, or refused with the reason, and nothing is sent;
+        - `@@word` is the text `@word` (editor.mentions has the grammar)."""
         blocks: list[str] = []
         self._images = []
-        for path in dict.fromkeys(m.group(1) for m in _ATTACHMENT.finditer(text)):
+        attached: set[str] = set()
+        for mention in mentions(text):
+            path = mention.path
+            if path is None or path in attached:
+                continue
+            shown_as = sanitize(mention.typed.rstrip(",;:!?.)"))
+            kind = self._mention_kind(path)
+            if kind == "off":
+                self.say(
+                    f"{shown_as}: read_file is off in this policy, so nothing is attached; "
+                    "sent as text",
+                    "dim",
+                )
+                continue
+            if kind != "file":
+                if kind != "text":  # hidden: refused by its name alone
+                    self.renderer.error(
+                        f"{shown_as} not attached: {kind}; {_NOT_SENT}; @{shown_as} sends it "
+                        "as text"
+                    )
+                    return None
+                if _LOOKS_LIKE_A_PATH.match(path):  # a typo, perhaps: say it went as text
+                    self.say(f"{shown_as} names no file: sent as text", "dim")
+                continue
+            attached.add(path)
             if is_image_name(path):  # an image goes to a vision model as one (cli/images.py)
                 if not self._attach_image(path):
                     return None
                 continue
             result, decided = self._read_for_attachment(path)
+            escape = f"@{shown_as} sends it as text"
             if not decided.allowed:
-                self.renderer.error(f"@{path} not attached: {decided.reason}; {_NOT_SENT}")
+                self.renderer.error(
+                    f"{shown_as} not attached: {decided.reason}; {_NOT_SENT}; {escape}"
+                )
                 return None
             if not result.get("success"):
-                self.renderer.error(f"@{path} not attached: {result.get('error')}; {_NOT_SENT}")
+                self.renderer.error(
+                    f"{shown_as} not attached: {result.get('error')}; {_NOT_SENT}; {escape}"
+                )
                 return None
             shown = self.agent.context.show(str(result.get("path", path)))
             note = ""
@@ -186,6 +236,7 @@ class ChatSession:
                 note = f" (lines {first}-{last} of {result.get('lines')})"
             blocks.append(f'<file path="{shown}"{note}>\n{result.get("content", "")}</file>')
             self.console.print(Text(f"📎 attached {sanitize(shown)}{note}", style="dim"))
+        text = literal_text(text)
         if self._images:
             blocks.append(image_note(self._images))
         if not blocks:
@@ -217,6 +268,21 @@ class ChatSession:
         size = human_size(image.size)
         self.console.print(Text(f"📎 attached {sanitize(image.path)} (image, {size})", style="dim"))
         return True
+
+    def _mention_kind(self, path: str) -> str:
+        """What `@path` is: "file" (its name is in the file system: to attach), "text" (it
+        names nothing, or cannot be a path), "off" (read_file is off: nothing attaches, and
+        nothing is looked at), or the policy's reason for a path it hides (a
+        secret, a blocked dir), decided on the name before anything looks at the disk."""
+        decision = self.agent.policy.decide("read_file", {"path": path})
+        if decision.action == "deny" and decision.rule in _HIDDEN_RULES:
+            return decision.reason
+        if decision.rule == "disabled":  # attachments are off: nothing is looked at
+            return "off"
+        resolved = decision.paths.get("path")
+        if resolved is None:  # not a path at all (bad_path): text
+            return "text"
+        return "file" if os.path.lexists(resolved.entry) else "text"
 
     def _read_for_attachment(self, path: str) -> tuple[dict[str, Any], ToolDecided]:
         """read_file as the model would call it: same policy, approver, limits and audit."""
@@ -389,7 +455,9 @@ def _help(session: ChatSession, _argument: str) -> bool:
     lines.append("")
     for keys in (
         'Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
-        "@path attaches a file · Tab completes commands and paths · ↑/↓ history",
+        '@path attaches a file (a name with spaces: @"my notes.txt" or @my\\ notes.txt; '
+        "an @word that names no file is text; @@word is the text @word) · Tab completes "
+        "commands and paths · ↑/↓ history",
         "Ctrl-C stops the answer (or clears the line) · Ctrl-D quits",
         "confirmations: y yes · n no (then an optional reason) · a always for this tool "
         "in this session · q stop this turn",
@@ -404,12 +472,32 @@ def _exit(_session: ChatSession, _argument: str) -> bool:
 
 
 def _clear(session: ChatSession, _argument: str) -> bool:
+    """A new conversation under a new name, saved from its first turn on. The one left stays
+    saved under its own name, said here; leaving later names only a session that exists."""
+    kept = session.session_name if session.saved_at is not None else None
     session.conversation = []
     session._last_sent = None
     session.agent.context.memory.clear()
-    session.session_name = timestamp_name()
-    session.say("new conversation", "dim")
+    session.session_name = _fresh_name(session.store, kept or session.session_name)
+    session.saved_at = None  # the new name has nothing saved under it yet
+    if kept is None:
+        session.say("new conversation", "dim")
+    else:
+        session.say(
+            f"new conversation; the last one is saved as {kept} (/load {kept} brings it back)",
+            "dim",
+        )
     return True
+
+
+def _fresh_name(store: SessionStore, taken: str) -> str:
+    """The time as a session name, one no saved session has and not `taken`: a /clear in the
+    second the last conversation started must not save over it."""
+    base = name = timestamp_name()
+    number = 2
+    while name == taken or store.exists(name):
+        name, number = f"{base}-{number}", number + 1
+    return name
 
 
 def _model(session: ChatSession, argument: str) -> bool:
@@ -505,7 +593,8 @@ def _think(session: ChatSession, argument: str) -> bool:
 
 def _save(session: ChatSession, argument: str) -> bool:
     force = argument.endswith("!")
-    name = argument.removesuffix("!").strip() or timestamp_name()
+    # Without a name: this session, under the name it autosaves to (not a second copy).
+    name = argument.removesuffix("!").strip() or session.session_name
     if name != session.session_name and session.store.exists(name) and not force:
         session.renderer.error(
             f"a saved session named {name} exists; /save {name}! replaces it, or choose "
