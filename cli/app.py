@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import math
 import os
 import stat
 import sys
@@ -1073,13 +1074,29 @@ def print_json(stream: TextIO, data: object) -> None:
     written as \\uXXXX, the same JSON value; an output encoding other than UTF-8 gets ASCII
     JSON, so nothing is lost to replacement characters."""
     encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
-    text = json.dumps(data, ensure_ascii=encoding not in ("utf-8", "utf8"))
+    # NaN and infinities (an MCP server's result may hold them) are not JSON: null instead.
+    # U+2028, U+2029 and U+0085 are escaped: valid JSON either way, but a reader splitting
+    # lines the way Python's str.splitlines() does would cut the object in two.
+    text = json.dumps(_finite(data), ensure_ascii=encoding not in ("utf-8", "utf8"))
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    text = text.replace("\x85", "\\u0085")
     if _isatty(stream):
         from cli.ui.text import sanitize
 
         text = sanitize(text, json=True)
     stream.write(text + "\n")
     stream.flush()
+
+
+def _finite(data: object) -> object:
+    """`data` with every NaN or infinite float as None (JSON has no such numbers)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(value) for value in data]
+    return data
 
 
 def tolerate_any_encoding(*streams: object) -> None:

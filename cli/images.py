@@ -13,6 +13,7 @@ OpenAI-compatible ones) is sent it, and the caller says so.
 from __future__ import annotations
 
 import base64
+import html
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -133,6 +134,13 @@ def _read(agent: Agent, decided: ToolDecided, path: str) -> Image:
     return Image(shown, mime, len(file.data), encoded)
 
 
+def attribute(value: str) -> str:
+    """`value` as it may stand between an attribute's quotes in what the model is sent: a
+    name holding `"`, `<` or a newline cannot end the attribute or the tag (a file name is
+    the file system's, not ours)."""
+    return html.escape(value, quote=True).replace("\n", "&#10;").replace("\r", "&#13;")
+
+
 def image_note(images: list[Image]) -> str:
     """What the message's text says of its images, so the model can name them."""
-    return "\n\n".join(f'<image path="{image.path}" />' for image in images)
+    return "\n\n".join(f'<image path="{attribute(image.path)}" />' for image in images)

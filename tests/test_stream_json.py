@@ -256,3 +256,47 @@ def test_notices_are_lines_too(run_cli: RunCli, ollama: FakeOllama) -> None:
     assert lines[0]["type"] == "start" and lines[0]["tool_mode"] == "prompt"
     (notice,) = of(lines, "notice")
     assert "has no native tool support" in notice["text"]
+
+
+def test_lines_survive_a_reader_splitting_on_unicode_line_breaks(
+    ollama: FakeOllama, workspace: Path
+) -> None:
+    """U+2028, U+2029 and U+0085 in the model's text are escaped: a reader splitting lines
+    as Python's str.splitlines() does still gets one JSON object a line."""
+    ollama.enqueue(reply("a\u2028b\u2029c\x85d"))
+    proc = start_agent(ollama, workspace, "hi")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert [json.loads(line)["type"] for line in lines][-1] == "end"
+    assert json.loads(lines[-1])["answer"] == "a\u2028b\u2029c\x85d"
+
+
+def _strict(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+@pytest.mark.parametrize("output", ["stream-json", "json"])
+def test_an_mcp_result_holding_nan_keeps_the_output_json(
+    ollama: FakeOllama, workspace: Path, output: str
+) -> None:
+    """A hostile MCP server answers {"ratio": NaN, "big": 1e999}: Python reads both, and
+    json.dumps would write NaN and Infinity back, which is not JSON. They are null."""
+    server = Path(__file__).resolve().parent / "mcp_hostile_numbers.py"
+    (workspace / "cfg.yaml").write_text(
+        f"mcp:\n  servers:\n    n:\n      command: {sys.executable}\n      args: [{server}]\n"
+        "policy:\n  tools:\n    mcp__n__stat: allow\n"
+    )
+    ollama.enqueue(reply(tool_calls=[tool_call("mcp__n__stat", {})]), reply("fine"))
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "run", "-c", "cfg.yaml", "--output-format", output, "go"],
+        cwd=workspace,
+        env={**os.environ, "OLLAMA_HOST": ollama.url},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    parsed = [json.loads(line, parse_constant=_strict) for line in done.stdout.splitlines()]
+    assert parsed and '"ratio": null' in done.stdout

@@ -40,12 +40,15 @@ def strip_block(text: str) -> str:
 # with one `@` less — the way to write `@notes.md` in a message when notes.md exists.
 # An `@word` that names no file is text too (`@dataclass`, `@Override`, `@types/node`):
 # what attaches, or is refused, is decided in cli/ui/repl.py (ChatSession.attach).
+# The bare name is taken whole, up to the next space, and its trailing punctuation is cut in
+# code (_bare_name): a lazy name before a run of punctuation made matching quadratic.
 _MENTION = re.compile(
     r"(?:(?<=\s)|^)@(?:(?P<literal>@\S*)"
-    r'|"(?P<quoted>[^"\n]+)"'
-    r"|(?P<bare>(?:\\.|[^\s\\])+?))"
-    r"[,;:!?.)]*(?=\s|$)"
+    r'|"(?P<quoted>[^"\n]+)"[,;:!?.)]*'
+    r"|(?P<bare>(?:\\.|[^\s\\])+))"
+    r"(?=\s|$)"
 )
+_TRAILING = ",;:!?.)"
 _ESCAPED = re.compile(r"\\(.)")
 # The `@path` being typed, up to the cursor: what Tab completes.
 _TYPING = re.compile(r'(?:(?<=\s)|^)@(?P<token>"[^"\n]*|(?:\\.|[^\s\\@"])(?:\\.|[^\s\\])*\\?|)$')
@@ -68,8 +71,18 @@ def mentions(text: str) -> list[Mention]:
         elif match.group("quoted") is not None:
             found.append(Mention(match.group(0), match.group("quoted")))
         else:
-            found.append(Mention(match.group(0), _ESCAPED.sub(r"\1", match.group("bare"))))
+            name = _bare_name(match.group("bare"))
+            found.append(Mention(match.group(0), _ESCAPED.sub(r"\1", name)))
     return found
+
+
+def _bare_name(bare: str) -> str:
+    """A bare `@name` without the punctuation after it (`see @notes.md.`), never emptied,
+    an escaped character kept."""
+    end = len(bare)
+    while end > 1 and bare[end - 1] in _TRAILING and bare[end - 2] != "\\":
+        end -= 1
+    return bare[:end]
 
 
 def literal_text(text: str) -> str:

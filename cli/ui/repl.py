@@ -24,6 +24,7 @@ from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
 from cli.images import (
     Image,
+    attribute,
     cannot_see,
     image_note,
     is_image_name,
@@ -234,7 +235,10 @@ class ChatSession:
             if result.get("truncated"):
                 first, last = result.get("line_range") or (0, 0)
                 note = f" (lines {first}-{last} of {result.get('lines')})"
-            blocks.append(f'<file path="{shown}"{note}>\n{result.get("content", "")}</file>')
+            # The file cannot close its own block, nor its name break out of the attribute:
+            # what follows the block must be the user's, not the file's.
+            content = str(result.get("content", "")).replace("</file", "<\\/file")
+            blocks.append(f'<file path="{attribute(shown)}"{note}>\n{content}</file>')
             self.console.print(Text(f"📎 attached {sanitize(shown)}{note}", style="dim"))
         text = literal_text(text)
         if self._images:
