@@ -328,3 +328,21 @@ def test_retry_and_edit_keep_an_attached_image(
     assert [m.get("images") for m in sent] == [[image], [image], [image]]
     assert sent[1]["content"] == 'what is @shot.png?\n\n<image path="shot.png" />'
     assert sent[2]["content"] == 'what is @shot.png? exactly\n\n<image path="shot.png" />'
+
+
+def test_diff_says_a_file_became_a_directory(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    """A file moved away and a directory made in its place: its lines go, then the
+    directory comes (not "created the directory" alone, as if nothing had been there)."""
+    (workspace / "old.txt").write_text("orig\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("move_file", {"source": "old.txt", "destination": "a.txt"})]),
+        reply(tool_calls=[tool_call("create_directory", {"path": "old.txt"})]),
+        reply("done"),
+    )
+    chat = make_chat("policy:\n  confirm: none\n")
+    chat.run("go" + ENTER, "/diff old.txt" + ENTER)
+    shown = chat.text[chat.text.index("--- a/old.txt") :].splitlines()
+    assert shown[:4] == ["--- a/old.txt", "+++ /dev/null", "@@ -1 +0,0 @@", "-orig"]
+    assert shown[4] == "# created the directory old.txt"

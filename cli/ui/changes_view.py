@@ -325,10 +325,11 @@ def _file_diff(shown: str, before: _Held, after: _Held) -> list[str]:
     if _DIRECTORY in (before, after):
         if before == _DIRECTORY and after == _DIRECTORY:
             return []
-        what = "created the directory" if after == _DIRECTORY else "removed the directory"
-        if before is not None and after is not None:
-            what = "replaced a directory with a file" if after != _DIRECTORY else what
-        return [f"# {what} {shown}"]
+        if after == _DIRECTORY:  # a file (or nothing) before: its lines go, then the directory
+            gone = _file_diff(shown, before, None) if before is not None else []
+            return [*gone, f"# created the directory {shown}"]
+        made = _file_diff(shown, None, after) if after is not None else []
+        return [f"# removed the directory {shown}", *made]
     assert not isinstance(before, (str, _Unknown)) and not isinstance(after, (str, _Unknown))
     if fsops.is_binary(before or b"") or fsops.is_binary(after or b""):
         return [f"Binary files {old} and {new} differ"]
