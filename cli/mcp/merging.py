@@ -4,10 +4,12 @@ the other keys. The servers go at the end of `mcp.servers` (made if missing: aft
 a new `mcp:` at the end of the file); `servers: {}` (as `agent init` writes it) becomes a
 block. The result is checked before it is written: it must load as a config does, with the
 same settings as before plus the new servers, or nothing is written. A name already in
-`mcp.servers` is refused, naming it: nothing is replaced.
+`mcp.servers` is refused, naming it: nothing is replaced. Lines are split at \n only (not at
+U+2028, NEL…), and each line keeps its own ending (\n or \r\n); a comment, at any column,
+never ends a block.
 
 Written atomically (a temp file renamed over the config, its mode kept; through a symlink to
-the file it names, so a dotfiles link stays a link).
+the file it names, so a dotfiles link stays a link); a new file is 0600 from its creation.
 """
 
 from __future__ import annotations
