@@ -98,14 +98,28 @@ def mcp_import(
             "written. Created if missing.",
         ),
     ] = None,
+    allow_env: Annotated[
+        bool,
+        typer.Option(
+            "--allow-env",
+            help="With --into: add servers whose url or headers hold ${VARIABLE}s, which the "
+            "agent fills in from your environment and sends to that server's host (without "
+            "it they are refused, naming each; every ${VARIABLE} is listed either way).",
+        ),
+    ] = False,
 ) -> None:
     from cli.app import command
 
     with command(ctx) as terminal:
+        from cli.mcp.importing import environment_reads, imported
+        from cli.ui.text import sanitize
+
         if into is None:
             from cli.mcp.importing import to_yaml
 
             terminal.stdout.write(to_yaml(file))
+            reads = environment_reads(imported(file)[0])
+            terminal.stderr.write("".join(f"note: {sanitize(r.note())}\n" for r in reads))
             if not terminal.stdout.isatty():  # `>> config.yaml`: a second mcp: if it has one
                 terminal.stderr.write(
                     "note: --into CONFIG adds them to a config file that has an mcp: section "
@@ -114,13 +128,17 @@ def mcp_import(
             return
         import os
 
-        from cli.mcp.importing import imported
+        from cli.errors import UsageError
+        from cli.mcp.importing import sent_away
         from cli.mcp.merging import merge_servers, read_config_text, write_config
         from cli.paths import expand_user
-        from cli.ui.text import sanitize
 
         target = os.path.join(terminal.cwd, expand_user(into, terminal.home))
         servers, comments = imported(file)
+        reads = environment_reads(servers)
+        refusal = "" if allow_env else sent_away(reads)
+        if refusal:
+            raise UsageError(f"{file}: {refusal}")
         merged = merge_servers(read_config_text(target), servers, comments, into)
         if not merged.added:
             nothing = f"no MCP servers in {sanitize(file)}: {sanitize(into)} is unchanged"
@@ -129,6 +147,7 @@ def mcp_import(
         write_config(target, merged.text)
         for line in comments[1:]:
             terminal.stderr.write(f"note: {sanitize(line.removeprefix('# '))}\n")
+        terminal.stderr.write("".join(f"note: {sanitize(r.note())}\n" for r in reads))
         names = ", ".join(merged.added)
         terminal.stderr.write(
             f"added to {sanitize(into)} under mcp.servers: {sanitize(names)} "

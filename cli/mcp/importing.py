@@ -15,8 +15,10 @@ uses the file as it is: it is the user's own file, for one session.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -29,6 +31,9 @@ from cli.stored import MAX_CONFIG_BYTES, Unreadable, parse_json, read_capped
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+# What the runtime fills in from our environment (cli/mcp/servers.py's expand(), in command,
+# args, env values, url and header values; not cwd): `${NAME}`, nothing else.
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def read_json(path: str) -> dict[str, Any]:
@@ -166,6 +171,73 @@ def _values(
         else:  # a name that says nothing, a value that may still hold one (a URL's password)
             out[str(key)] = _hidden(server, text, _variable(server, str(key)), notes)
     return out
+
+
+@dataclass(frozen=True)
+class EnvRead:
+    """A `${VARIABLE}` an imported server will read from the user's environment when the
+    agent starts it, and where the value goes."""
+
+    server: str
+    variable: str
+    place: str  # "url", "header X-Trace", "env TOKEN", "args", "command"
+    host: str = ""  # url and headers: the host the value is sent to
+
+    def note(self) -> str:
+        to = f"sent to {self.host}" if self.host else "given to the program it starts"
+        into = f"into its {self.place}, {to}"
+        return f"{self.server} reads ${self.variable} from your environment {into}"
+
+
+def environment_reads(servers: dict[str, dict[str, Any]]) -> list[EnvRead]:
+    """Every `${VARIABLE}` in the servers (as `imported` made them) that the runtime fills
+    in from the environment, in order."""
+    reads: list[EnvRead] = []
+    for name, server in servers.items():
+        url = server.get("url")
+        host = _host(url) if isinstance(url, str) else ""
+        places: list[tuple[str, Any, str]] = [
+            ("command", server.get("command"), ""),
+            *(("args", a, "") for a in server.get("args") or []),
+            *((f"env {k}", v, "") for k, v in (server.get("env") or {}).items()),
+            ("url", url, host),
+            *((f"header {k}", v, host) for k, v in (server.get("headers") or {}).items()),
+        ]
+        for place, value, to in places:
+            if isinstance(value, str):
+                for variable in dict.fromkeys(_VARIABLE.findall(value)):
+                    reads.append(EnvRead(name, variable, place, to))
+    return reads
+
+
+def sent_away(reads: list[EnvRead]) -> str:
+    """The one-line refusal for `--into` when `reads` send values to a host (url, headers);
+    "" when none do."""
+    hosts: dict[tuple[str, str], list[str]] = {}
+    for read in reads:
+        if read.host:
+            hosts.setdefault((read.server, read.host), []).append(
+                f"${read.variable} (in its {read.place})"
+            )
+    if not hosts:
+        return ""
+    what = "; ".join(
+        f"{server} would send {', '.join(values)} from your environment to {host}"
+        for (server, host), values in hosts.items()
+    )
+    return (
+        f"{what}; nothing was written (check that this is meant, then add --allow-env to "
+        "import it anyway)"
+    )
+
+
+def _host(url: str) -> str:
+    """Where a URL's requests go, as written (a `${…}` in the host stays one)."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        netloc = ""
+    return netloc.rpartition("@")[2] or url
 
 
 def imported(path: str) -> tuple[dict[str, dict[str, Any]], list[str]]:

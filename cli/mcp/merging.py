@@ -4,10 +4,12 @@ the other keys. The servers go at the end of `mcp.servers` (made if missing: aft
 a new `mcp:` at the end of the file); `servers: {}` (as `agent init` writes it) becomes a
 block. The result is checked before it is written: it must load as a config does, with the
 same settings as before plus the new servers, or nothing is written. A name already in
-`mcp.servers` is refused, naming it: nothing is replaced.
+`mcp.servers` is refused, naming it: nothing is replaced. Lines are split at \n only (not at
+U+2028, NEL…), and each line keeps its own ending (\n or \r\n); a comment, at any column,
+never ends a block.
 
 Written atomically (a temp file renamed over the config, its mode kept; through a symlink to
-the file it names, so a dotfiles link stays a link).
+the file it names, so a dotfiles link stays a link); a new file is 0600 from its creation.
 """
 
 from __future__ import annotations
@@ -52,12 +54,42 @@ def merge_servers(
         )
     if not servers:
         return Merged(text, [])
+    lines, endings = _split(text)
     newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines()
-    merged = _insert(lines, servers, comments, source)
-    out = newline.join(merged) + newline
-    _check(before, _load(out, source), servers, source)
+    start, stop, new = _insert(lines, servers, comments, source)
+    if start and not endings[start - 1]:  # a last line without its line break
+        endings[start - 1] = newline
+    out = "".join(
+        [
+            *(line + end for line, end in zip(lines[:start], endings[:start], strict=True)),
+            *(line + newline for line in new),
+            *(line + end for line, end in zip(lines[stop:], endings[stop:], strict=True)),
+        ]
+    )
+    if not out.endswith("\n"):
+        out += newline
+    _check(before, _load_merged(out, source), servers, source)
     return Merged(out, list(servers))
+
+
+def _split(text: str) -> tuple[list[str], list[str]]:
+    """The lines and each one's own line break ("\r\n", "\n", or "" for a last line without
+    one). Only these end a line here: str.splitlines() would also split at U+2028, NEL, \f…
+    inside a comment, and put a line break into the file where there was none."""
+    lines, endings = [], []
+    chunks = text.split("\n")
+    for n, chunk in enumerate(chunks):
+        if chunk.endswith("\r") and n < len(chunks) - 1:
+            lines.append(chunk[:-1])
+            endings.append("\r\n")
+        else:
+            lines.append(chunk)
+            endings.append("\n")
+    endings[-1] = ""  # after the last \n (or a last line without one)
+    if lines[-1] == "":
+        lines.pop()
+        endings.pop()
+    return lines, endings
 
 
 def _load(text: str, source: str) -> Any:
@@ -71,6 +103,21 @@ def _load(text: str, source: str) -> Any:
     return yaml.safe_load(text) or {}
 
 
+def _load_merged(text: str, source: str) -> Any:
+    """The merged text as the config loader reads it: an error here is ours, not the file's."""
+    from cli.config import parse_config
+
+    try:
+        parse_config(text, source)
+    except ConfigError as exc:
+        raise UsageError(
+            f"{source}: adding the servers failed (the merged file would not load: {exc}); "
+            "nothing was written, the file is fine as it is (paste what "
+            "`agent mcp import FILE` prints by hand)"
+        ) from None
+    return yaml.safe_load(text) or {}
+
+
 def _servers_of(data: Any) -> dict[str, Any]:
     mcp = data.get("mcp") if isinstance(data, dict) else None
     servers = mcp.get("servers") if isinstance(mcp, dict) else None
@@ -79,11 +126,13 @@ def _servers_of(data: Any) -> dict[str, Any]:
 
 def _insert(
     lines: list[str], servers: dict[str, dict[str, Any]], comments: list[str], source: str
-) -> list[str]:
+) -> tuple[int, int, list[str]]:
+    """Where the servers go: lines[start:stop] replaced by the new lines."""
     mcp_at = next((i for i, line in enumerate(lines) if _MCP.match(line)), None)
     if mcp_at is None:  # no mcp section: a new one at the end
         body = ["mcp:", "  servers:", *_entries(servers, comments, 4)]
-        return [*_trimmed(lines), *([""] if lines else []), *body]
+        kept = len(_trimmed(lines))
+        return kept, len(lines), [*([""] if lines else []), *body]
     rest = _MCP.match(lines[mcp_at])
     assert rest is not None
     after_mcp = rest.group("rest").strip()
@@ -94,12 +143,12 @@ def _insert(
             raise _unedited(source, "mcp")
         comment = f"  {empty.group('comment')}" if empty.group("comment") else ""
         body = ["mcp:" + comment, "  servers:", *_entries(servers, comments, 4)]
-        return [*lines[:mcp_at], *body, *lines[mcp_at + 1 :]]
+        return mcp_at, mcp_at + 1, body
     servers_at = next((i for i in range(mcp_at + 1, end) if _SERVERS.match(lines[i])), None)
     if servers_at is None:  # mcp without servers: a servers block first in it
         indent = _child_indent(lines, mcp_at, end) or 2
         body = [" " * indent + "servers:", *_entries(servers, comments, indent * 2)]
-        return [*lines[: mcp_at + 1], *body, *lines[mcp_at + 1 :]]
+        return mcp_at + 1, mcp_at + 1, body
     m = _SERVERS.match(lines[servers_at])
     assert m is not None
     indent, after = len(m.group("indent")), m.group("rest").strip()
@@ -110,21 +159,31 @@ def _insert(
         comment = f"  {empty.group('comment')}" if empty.group("comment") else ""
         head = " " * indent + "servers:" + comment
         body = [head, *_entries(servers, comments, indent * 2 if indent else 2)]
-        return [*lines[:servers_at], *body, *lines[servers_at + 1 :]]
+        return servers_at, servers_at + 1, body
     block_end = _block_end(lines, servers_at, indent)
     inner = _child_indent(lines, servers_at, block_end) or indent * 2
     last = max((i for i in range(servers_at, block_end) if lines[i].strip()), default=servers_at)
-    return [*lines[: last + 1], *_entries(servers, comments, inner), *lines[last + 1 :]]
+    return last + 1, last + 1, _entries(servers, comments, inner)
 
 
 def _block_end(lines: list[str], start: int, indent: int) -> int:
-    """The index after the block opened at `start`: the first later line, comment or not,
-    indented no more than `indent` (blank lines belong to whatever follows)."""
+    """The index after the block opened at `start`: before the first later key indented no
+    more than `indent`. A comment does not end a block, whatever its column (YAML ignores
+    it): one inside stays inside. Blank lines and comments no more indented than the block's
+    key, just before what follows, belong to what follows (a heading for the next key)."""
+    end = len(lines)
     for i in range(start + 1, len(lines)):
-        line = lines[i]
-        if line.strip() and len(line) - len(line.lstrip(" ")) <= indent:
-            return i
-    return len(lines)
+        stripped = lines[i].lstrip(" ")
+        if stripped and not stripped.startswith("#") and len(lines[i]) - len(stripped) <= indent:
+            end = i
+            break
+    while end > start + 1:
+        stripped = lines[end - 1].lstrip(" ")
+        shallow = len(lines[end - 1]) - len(stripped) <= indent
+        if stripped and not (stripped.startswith("#") and shallow):
+            break
+        end -= 1
+    return end
 
 
 def _child_indent(lines: list[str], start: int, end: int) -> int:
@@ -190,5 +249,4 @@ def write_config(path: str, text: str) -> None:
 
     real = os.path.realpath(path)
     Path(real).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if fsops.atomic_write(real, text.encode("utf-8")):
-        os.chmod(real, 0o600)
+    fsops.atomic_write(real, text.encode("utf-8"), new_mode=0o600)

@@ -887,6 +887,7 @@ def _write_at(
     pending: Callable[[str], AbstractContextManager[None]] | None = None,
     lose: Fingerprint | None = None,
     commit: Commit | None = None,
+    new_mode: int | None = None,
 ) -> Written:
     try:
         old: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -909,7 +910,11 @@ def _write_at(
             hint="read it again and base your change on what it holds now",
         )
     # The old permissions without set-id bits: the kernel drops those on any write, too.
-    mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
+    mode = (
+        stat.S_IMODE(old.st_mode) & 0o777
+        if old
+        else (0o666 & ~_umask() if new_mode is None else new_mode)
+    )
     backed_up = False
     kept: bytes | None = None
     if old is not None and backup is not None:
@@ -1205,12 +1210,14 @@ def read_regular(path: str, shown: str, max_bytes: int) -> FileData:
         return read_at(dir_fd, name, shown, max_bytes, unchecked.checked)
 
 
-def atomic_write(path: str, data: bytes) -> bool:
+def atomic_write(path: str, data: bytes, *, new_mode: int | None = None) -> bool:
     """write() for a path no policy checked, its parent existing (session files). Keeps the
-    mode of an existing file; True when it did not exist. OSErrors propagate as they are."""
+    mode of an existing file; a new one gets `new_mode` (default: 0o666 less the umask) from
+    the start. True when it did not exist. OSErrors propagate as they are."""
     unchecked = _unchecked(path, path)
     with _located(unchecked) as (dir_fd, name):
-        return _write_at(dir_fd, name, data, path, unchecked.checked).created
+        written = _write_at(dir_fd, name, data, path, unchecked.checked, new_mode=new_mode)
+        return written.created
 
 
 def _unchecked(path: str, shown: str) -> Target:
