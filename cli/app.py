@@ -569,7 +569,9 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     config = load(choices, terminal.environ)
     console = Console(file=terminal.stdout, highlight=False)
     consequences = Consequences(config.policy.trash, config.policy.commands.sandbox)
-    approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd, consequences=consequences)
+    typeahead = TypeAhead(terminal.stdin, terminal.stdout)
+    keys = PromptKeys(typeahead=typeahead)
+    approver = ChatApprover(console, keys, cwd=terminal.cwd, consequences=consequences)
     agent = build_agent(
         choices,
         config,
@@ -601,7 +603,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             cwd=agent.policy.cwd,
             show_thinking=bool(settings.think),
             model=settings.model,
-            keys=TypeAhead(terminal.stdin, terminal.stdout),
+            keys=typeahead,
         )
         store = SessionStore(data_dir(terminal.environ) / "sessions")
         session = ChatSession(

@@ -84,8 +84,11 @@ class ChatSession:
             try:
                 text = self.prompt.prompt("› ", default=self._prefill)
             except KeyboardInterrupt:
+                # Ctrl-C at the prompt clears the line; at an empty one, how to leave.
+                if not self._typed_at_prompt():
+                    self.say("Ctrl-D or /exit to quit", "dim")
                 self._prefill = ""
-                continue  # Ctrl-C at the prompt clears the line
+                continue
             except EOFError:
                 self.farewell()
                 return 0
@@ -103,6 +106,11 @@ class ChatSession:
                 self.renderer.interrupted()
             except Exception as exc:  # a bug of ours must not take the session with it
                 self.renderer.error(f"internal error: {exc!r}; the session goes on")
+
+    def _typed_at_prompt(self) -> str:
+        """What the input line held when the prompt was left ("" when it was empty)."""
+        buffer = getattr(self.prompt, "default_buffer", None)
+        return str(getattr(buffer, "text", "") or "")
 
     def farewell(self) -> None:
         """Leaving: where the conversation is kept, and how to come back to it."""
@@ -284,9 +292,10 @@ def _help(session: ChatSession, _argument: str) -> bool:
     for keys in (
         'Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
         "@path attaches a file · Tab completes commands and paths · ↑/↓ history",
-        "Ctrl-C stops the answer (or clears the line) · Ctrl-D quits",
+        "Ctrl-C or Esc stops the answer · Ctrl-C clears the line · Ctrl-D quits",
         "confirmations: y yes · n no (then an optional reason) · a always for this tool "
-        "in this session · q stop this turn",
+        "in this session · d every change under that directory in this session · "
+        "q, Esc or Ctrl-C stop this turn",
     ):
         lines += hanging("  ", keys, width, indent=4)
     session.say("\n".join(lines))
