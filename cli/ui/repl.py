@@ -363,6 +363,9 @@ def _tools(session: ChatSession, _argument: str) -> bool:
         line.append(f" {why}", style="dim")
         session.console.print(line)
     session.say(f"  allowed dirs: {', '.join(policy.allowed_dirs)}", "dim")
+    if session.approver.dirs:  # answered "d": every change under them, for this session
+        under = ", ".join(session.approver.dirs)
+        session.say(f"  changes allowed for this session (you answered 'd') under: {under}", "dim")
     return True
 
 
