@@ -358,6 +358,14 @@ def _run(
         home=terminal.home,
         approver=approver,
     )
+    from cli.policy import whole_trees
+    from cli.ui.text import sanitize
+
+    for tree in whole_trees(agent.policy):  # run from / or ~: said, not asked
+        terminal.stderr.write(
+            f"note: the allowed directory is {sanitize(tree)}: the model may read and change files "
+            "anywhere under it\n"
+        )
     try:
         with stopped_by_signals(agent.mcp is not None):
             return _drive(terminal, agent, config, text, console, as_json, verbose)
@@ -598,6 +606,8 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
         for note in agent.instructions.notes:
             console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
+        if not _whole_tree_agreed(agent, console, keys):
+            return 0
         renderer = ChatRenderer(
             console,
             cwd=agent.policy.cwd,
@@ -619,6 +629,25 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         if resume:
             session.load(name)
         return session.run()
+
+
+def _whole_tree_agreed(agent: Agent, console: Any, keys: Any) -> bool:
+    """Chat started in / or the home directory: said, and asked once whether to go on."""
+    from rich.text import Text
+
+    from cli.policy import whole_trees
+    from cli.ui.text import sanitize
+
+    trees = whole_trees(agent.policy)
+    for tree in trees:
+        line = f"⚠ the allowed directory is {sanitize(tree)}: the model may read and change "
+        console.print(Text(line + "files anywhere under it", "yellow"))
+    if not trees:
+        return True
+    if keys.read_key("work here anyway?  [y] yes  [n] no, quit  ", "yn") == "y":
+        return True
+    console.print(Text("cd into your project, then: agent chat", "dim"))
+    return False
 
 
 # -- agent models ----------------------------------------------------------------------------

@@ -185,6 +185,9 @@ class TypeAhead:
     def _read_keys(self) -> None:
         fd = self.fd
         assert fd is not None
+        # Ctrl-C's SIGINT must reach the main thread: delivered here, it would leave a wait
+        # for the server there uninterrupted.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         while not self._halt.is_set():
             chunk = _read_ready(fd, 0.05)
             # An Esc at the end may be the first byte of a sequence still on its way.
