@@ -343,7 +343,11 @@ def _run(
             config.policy.trash, config.policy.commands.sandbox, undo="agent undo"
         )
         asker = LineApprover(
-            console.get(), terminal.stdin, cwd=terminal.cwd, consequences=consequences
+            console.get(),
+            terminal.stdin,
+            cwd=terminal.cwd,
+            consequences=consequences,
+            bell=config.agent.bell,
         )
 
     def approver(_policy: Policy) -> Approver:
@@ -579,7 +583,9 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     consequences = Consequences(config.policy.trash, config.policy.commands.sandbox)
     typeahead = TypeAhead(terminal.stdin, terminal.stdout)
     keys = PromptKeys(typeahead=typeahead)
-    approver = ChatApprover(console, keys, cwd=terminal.cwd, consequences=consequences)
+    approver = ChatApprover(
+        console, keys, cwd=terminal.cwd, consequences=consequences, bell=config.agent.bell
+    )
     agent = build_agent(
         choices,
         config,
@@ -614,6 +620,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             show_thinking=bool(settings.think),
             model=settings.model,
             keys=typeahead,
+            waited=lambda: approver.waited,
         )
         store = SessionStore(data_dir(terminal.environ) / "sessions")
         session = ChatSession(

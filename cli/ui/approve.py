@@ -13,6 +13,7 @@ import difflib
 import json
 import os
 import stat
+import time
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -86,11 +87,14 @@ class ChatApprover:
         *,
         cwd: str,
         consequences: Consequences | None = None,
+        bell: bool = False,
     ) -> None:
         self.console = console
         self.keys = keys
         self.cwd = os.path.realpath(cwd)  # the policy's paths are real paths too
         self.consequences = consequences or Consequences()
+        self.bell = bell  # agent.bell: ring when a question waits (a slow model, a person away)
+        self.waited = 0.0  # seconds spent waiting for the person's answers, in all
         self.always: set[str] = set()
         self.dirs: list[str] = []  # real paths: every change under them is a yes
 
@@ -119,8 +123,17 @@ class ChatApprover:
         choices = "yn" + ("a" if session_ok else "") + ("d" if scope else "") + "q"
         where = _scope_name(scope, self.cwd) if scope else ""
         asked = question(request.call.name, choices, self.console.width, where=where)
-        key = self.keys.read_key(asked, choices)
+        key = self._read_key(asked, choices)
         return self._answer(name, key if key in choices else "n", scope)
+
+    def _read_key(self, prompt: str, choices: str) -> str:
+        """The person's key, after the bell (agent.bell); the time it took is counted."""
+        ring(self.console, self.bell)
+        started = time.monotonic()
+        try:
+            return self.keys.read_key(prompt, choices)
+        finally:
+            self.waited += time.monotonic() - started
 
     def step_limit(self, steps: int, more: int) -> StepLimitAnswer:
         """The model is still calling tools at the step limit: go on, sum up, or stop."""
@@ -130,7 +143,7 @@ class ChatApprover:
                 "yellow",
             )
         )
-        key = self.keys.read_key(f"[c] continue {more} more steps  [w] wrap up  [s] stop  ", "cws")
+        key = self._read_key(f"[c] continue {more} more steps  [w] wrap up  [s] stop  ", "cws")
         if key == "c":
             return StepLimitAnswer("continue", more)
         if key == "w":
@@ -157,13 +170,22 @@ class ChatApprover:
         if key == "q":
             self.console.print(Text("⏹ stopped this turn", "grey50"))
             return Approval(False, by="user", reason="the user stopped this turn", stop_turn=True)
+        started = time.monotonic()
         reason = self.keys.read_line("reason (optional): ").strip()
+        self.waited += time.monotonic() - started
         self.console.print(Text("✖ declined" + (f": {sanitize(reason)}" if reason else ""), "red"))
         return Approval(
             False,
             by="user",
             reason=f"the user declined: {reason}" if reason else "the user declined",
         )
+
+
+def ring(console: Console, bell: bool) -> None:
+    """The terminal bell, written as it is (rich would keep a BEL out of what it prints)."""
+    if bell and console.is_terminal:
+        console.file.write("\a")
+        console.file.flush()
 
 
 def change_scope(request: ApprovalRequest) -> str | None:

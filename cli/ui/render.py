@@ -296,12 +296,15 @@ class ChatRenderer:
         keys: TypeAhead | None = None,
         reflow: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        waited: Callable[[], float] | None = None,
     ) -> None:
         self.console = console
         self.cwd = cwd
         self.show_thinking = show_thinking
         self.model = model
         self.keys = keys
+        self.waited = waited  # seconds the person's answers took so far (ChatApprover.waited)
+        self._waited_at_begin = 0.0
         self._region = Region(console, reflow=reflow) if live_capable(console) else None
         self._answer = MarkdownStream(console, region=self._region)
         self._status = StatusLine(self._region, clock)
@@ -316,6 +319,7 @@ class ChatRenderer:
     def begin(self, model: str | None = None) -> None:
         """A turn starts: the model is asked now."""
         self.model = model or self.model
+        self._waited_at_begin = self.waited() if self.waited is not None else 0.0
         if self.keys is not None:
             self.keys.start()
         self._status.begin()
@@ -437,7 +441,9 @@ class ChatRenderer:
             self._line(
                 Text("stopped: the model kept repeating a call that was refused", style="yellow")
             )
-        self._section(stats_line(event.stats, event.wall_time, self._tool_calls, event.context))
+        waited = self.waited() - self._waited_at_begin if self.waited is not None else 0.0
+        stats = stats_line(event.stats, event.wall_time, self._tool_calls, event.context, waited)
+        self._section(stats)
         self._reset_turn()
 
     def _end_turn(self, last: Text, pending_word: str) -> None:
