@@ -335,7 +335,10 @@ def _run(
     text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
     console = LazyConsole(terminal.stderr, highlight=False, soft_wrap=True)
     asker = None
-    if terminal.interactive():
+    # Questions are read where a person types: stdin, or when stdin is a pipe (`cat x |
+    # agent run …` at a terminal) the controlling terminal, as the question is shown on it.
+    answers = terminal.stdin if terminal.interactive() else _controlling_terminal(terminal)
+    if answers is not None:
         from cli.ui.approve import Consequences
         from cli.ui.confirm import LineApprover
 
@@ -344,7 +347,7 @@ def _run(
         )
         asker = LineApprover(
             console.get(),
-            terminal.stdin,
+            answers,
             cwd=terminal.cwd,
             consequences=consequences,
             bell=config.agent.bell,
@@ -375,6 +378,19 @@ def _run(
             return _drive(terminal, agent, config, text, console, as_json, verbose)
     finally:
         agent.close()  # its MCP servers: stopped, whatever happened
+        if answers is not None and answers is not terminal.stdin:
+            answers.close()
+
+
+def _controlling_terminal(terminal: Terminal) -> TextIO | None:
+    """The controlling terminal (/dev/tty), opened for reading, when the question would be
+    shown on a terminal (stderr) but stdin is not one; None when there is none."""
+    if not _isatty(terminal.stderr):
+        return None
+    try:
+        return open("/dev/tty", encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def _drive(
