@@ -548,7 +548,8 @@ def _tree(root: str) -> list[Text]:
         if seen <= TREE_ENTRIES:
             lines.append(_tree_line(depth, entry, kind, listed))
     if seen > TREE_ENTRIES:
-        lines.append(Text(f"  … {seen - TREE_ENTRIES} more entries not shown", "dim"))
+        more = plural(seen - TREE_ENTRIES, "more entry", "more entries")
+        lines.append(Text(f"  … {more} not shown", "dim"))
     total = f"  in all: {_count(counts['file'], 'file')}, "
     total += f"{_count(counts['dir'], 'directory', 'directories')} (counting itself)"
     lines.append(Text(total, "bold"))

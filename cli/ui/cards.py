@@ -233,7 +233,8 @@ def _delete_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
     removed = result.get("removed")
     counts = ""
     if isinstance(removed, Mapping):
-        counts = f"{removed.get('files', 0)} files, {removed.get('directories', 0)} directories"
+        files, dirs = removed.get("files", 0), removed.get("directories", 0)
+        counts = f"{plural(files, 'file')}, {plural(dirs, 'directory', 'directories')}"
     return [_changed("deleted", result, cwd, counts)]
 
 

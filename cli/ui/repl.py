@@ -241,7 +241,8 @@ class ChatSession:
         self.agent.context.memory.clear()  # what it read then may have changed since
         kind = " (an unfinished agent run)" if session.kind == "run" else ""
         self.say(
-            f"loaded session {session.name}{kind}: {session.turns} turns ({session.saved})",
+            f"loaded session {session.name}{kind}: {plural(session.turns, 'turn')} "
+            f"({session.saved})",
             "dim",
         )
         self.replay(REPLAYED_TURNS)
@@ -260,7 +261,8 @@ class ChatSession:
         line, and the answer, so you see where you are."""
         turns = conversation_turns(self.conversation)
         if len(turns) > count:
-            self.say(f"… {len(turns) - count} earlier turns (/turns lists them)", "dim")
+            earlier = plural(len(turns) - count, "earlier turn")
+            self.say(f"… {earlier} (/turns lists them)", "dim")
         for turn in turns[-count:]:
             self.say(f"› {shorten_text(turn.prompt, 200)}")
             for line in turn.calls:
@@ -295,7 +297,7 @@ def _help(session: ChatSession, _argument: str) -> bool:
         "Ctrl-C or Esc stops the answer · Ctrl-C clears the line · Ctrl-D quits",
         "confirmations: y yes · n no (then an optional reason) · a always for this tool "
         "in this session · d every change under that directory in this session · "
-        "q, Esc or Ctrl-C stop this turn",
+        "q stop this turn (Esc and Ctrl-C too)",
     ):
         lines += hanging("  ", keys, width, indent=4)
     session.say("\n".join(lines))
