@@ -121,6 +121,7 @@ class TypeAhead:
         self._typed = b""  # what the watcher read
         self._halt = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._wake: tuple[int, int] | None = None  # a pipe that ends the watcher's wait
 
     def start(self) -> None:
         if self.fd is None or self._saved is not None or not _foreground(self.fd):
@@ -160,9 +161,11 @@ class TypeAhead:
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        """No watcher while a question reads the keys itself."""
+        """No watcher while a question reads the keys itself; what it read was typed before
+        the question, and goes as the question discards what is pending."""
         watching = self._watcher is not None
         self._unwatch()
+        self._typed = b""
         try:
             yield
         finally:
@@ -173,14 +176,22 @@ class TypeAhead:
         if not self.reads or self._watcher is not None:
             return
         self._halt.clear()
+        self._wake = os.pipe()
         self._watcher = threading.Thread(target=self._read_keys, name="keys", daemon=True)
         self._watcher.start()
 
     def _unwatch(self) -> None:
         watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            self._halt.set()
-            watcher.join()
+        if watcher is None:
+            return
+        self._halt.set()
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            os.write(wake[1], b"x")
+        watcher.join()
+        if wake is not None:
+            os.close(wake[0])
+            os.close(wake[1])
 
     def _read_keys(self) -> None:
         fd = self.fd
@@ -188,10 +199,11 @@ class TypeAhead:
         # Ctrl-C's SIGINT must reach the main thread: delivered here, it would leave a wait
         # for the server there uninterrupted.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        wake = self._wake[0] if self._wake is not None else None
         while not self._halt.is_set():
-            chunk = _read_ready(fd, 0.05)
+            chunk = _read_ready(fd, 1.0, wake)
             # An Esc at the end may be the first byte of a sequence still on its way.
-            while chunk.endswith(b"\x1b") and (more := _read_ready(fd, 0.05)):
+            while chunk.endswith(b"\x1b") and (more := _read_ready(fd, 0.05, wake)):
                 chunk += more
             if not chunk:
                 continue
@@ -204,11 +216,12 @@ class TypeAhead:
             self._typed += chunk
 
 
-def _read_ready(fd: int, wait: float) -> bytes:
-    """What is there to read on `fd` within `wait` seconds (b"" if nothing)."""
+def _read_ready(fd: int, wait: float, wake: int | None = None) -> bytes:
+    """What is there to read on `fd` within `wait` seconds (b"" if nothing, or as soon as
+    `wake` is readable)."""
     try:
-        ready, _, _ = select.select([fd], [], [], wait)
-        return os.read(fd, 4096) if ready else b""
+        ready, _, _ = select.select([fd] if wake is None else [fd, wake], [], [], wait)
+        return os.read(fd, 4096) if fd in ready else b""
     except (OSError, ValueError):
         return b""
 
