@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import context, figures, fixtures, render, report, walks
+from bench import context, figures, fixtures, render, report, server_work, walks
 from bench.measure import stopwatch
 from bench.result import Result
 
@@ -28,6 +28,7 @@ FIGURES: dict[str, Figure] = {
     "streaming_20k": figures.streaming_20k,
     "write_file_5mb": figures.write_file_5mb,
     "write_file_store_size": figures.write_file_store_size,
+    "server_work": server_work.server_work,  # 40-step sessions: prompt tokens evaluated / new
     "search_content": walks.search_content,
     "search_content_rg": walks.search_content_rg,
     "glob_md": walks.glob_md,
@@ -67,6 +68,9 @@ def main(argv: list[str]) -> int:
     if results or points:
         print()
         print(report.table(results))
+        if server := report.server_table(results):
+            print()
+            print(server)
         for note in report.notes(results):
             print(note)
         runs = QUICK_RUNS if options.quick else RUNS

@@ -83,8 +83,9 @@ def last_test_run() -> dict[str, Any] | None:
 
 
 def table(results: Sequence[Result]) -> str:
+    """The main table: every figure not shown in a table of its own, the peak RSS over all."""
     header = ["figure", "ours", "baseline", "ratio", "target", "met", "rss MB"]
-    rows = [header, *(_row(r) for r in results)]
+    rows = [header, *(_row(r) for r in results if not r.group)]
     peak = peak_rss(results)
     if peak["rss_mb"] is not None:
         met = "yes" if peak["met"] else "NO"
@@ -104,6 +105,36 @@ def table(results: Sequence[Result]) -> str:
         return "  ".join(cells).rstrip()
 
     return "\n".join(line(row) for row in rows)
+
+
+SERVER_WORK = "server work"
+
+
+def server_table(results: Sequence[Result]) -> str:
+    """The server-work table (bench/server_work.py): per session, the chat requests, how
+    many changed the history instead of appending (compactions), the prompt tokens the
+    server evaluated and those that were new, and the figure; then the num_ctx changes.
+    "" when none was run."""
+    shown = [r for r in results if r.group == SERVER_WORK]
+    if not shown:
+        return ""
+    header = ["server work", "requests", "compactions", "evaluated", "new", "value", "target"]
+    rows = [[*header, "met"]]
+    for result in shown:
+        d = result.detail
+        counted = result.unit == "x" and "evaluated" in d
+        counts = [str(d["requests"]), str(d["compactions"])] if counted else ["", ""]
+        tokens = [f"{d['evaluated']:,}", f"{d['new']:,}"] if counted else ["", ""]
+        if result.value is None:
+            value = "-"
+        else:
+            value = f"{result.value:.2f}x" if result.unit == "x" else f"{result.value:g}"
+        target = f"≤ {result.target:g}{'x' if result.unit == 'x' else ''}"
+        rows.append([result.name, *counts, *tokens, value, target, _met(result)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
 
 
 def notes(results: Sequence[Result]) -> list[str]:

@@ -16,8 +16,10 @@ class Result:
     name: str
     what: str
     target: float  # value ≤ target meets it
-    unit: str = "x"  # "x": ours / baseline; "ms": milliseconds per step beyond the baseline
-    shows: str = "s"  # what ours and baseline are: "s", seconds; "x", ratios themselves
+    # "x": ours / baseline; "ms": milliseconds per step beyond the baseline; "n": a count
+    unit: str = "x"
+    # What ours and baseline are: "s", seconds; "x", ratios themselves; "n", counts (tokens)
+    shows: str = "s"
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     value: float | None = None
     ours: float | None = None  # medians: seconds (per step for the loop), or see `shows`
@@ -26,6 +28,7 @@ class Result:
     skipped: str = ""  # why it was not run (ripgrep missing…): not a failure
     error: str = ""  # why it could not be measured: a failure
     detail: dict[str, Any] = field(default_factory=dict)
+    group: str = ""  # the table it is shown in: "" the main one, "server work" its own
 
     @property
     def fast_enough(self) -> bool | None:
@@ -47,6 +50,7 @@ class Result:
     def to_json(self) -> dict[str, Any]:
         return {
             "what": self.what,
+            **({"group": self.group} if self.group else {}),
             "unit": self.unit,
             "shows": self.shows,
             "ours": self.ours,

@@ -34,6 +34,7 @@ from cli.backends.messages import (
     Stats,
     ToolCall,
 )
+from cli.config import tool_mode_for
 from cli.context import estimate_tokens, message_tokens, shrink_result
 from cli.errors import AgentError, ContextTooLong, MessageTooLong, StreamError
 from cli.events import (
@@ -72,7 +73,7 @@ from cli.sizing import (
     unfit_message,
 )
 from cli.textcalls import extract_tool_calls
-from cli.tools import Tool, ToolContext, unchanged
+from cli.tools import Tool, ToolContext, foreseen, unchanged
 from cli.window import Compaction, Window
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ class AgentSettings:
     # prompt, calls read back from text), auto (native when the model reports tool support).
     tool_mode: str = "auto"
     instructions: str = ""  # the project's instructions section (cli/instructions.py)
-    compact_to: float = 0.33  # a compaction leaves this share of the budget (cli/window.py)
+    # A compaction leaves this share of the history's room (cli/window.py, Agent._share).
+    compact_to: float = 0.33
 
 
 @dataclass(frozen=True)
@@ -215,9 +217,11 @@ class Agent:
         self._window_of: list[Message] | None = None
         # The last request (model, tools, messages as sent): a request that does not start
         # with all of it costs the server a new evaluation, which -v says.
-        self._sent: tuple[str, list[dict[str, Any]], list[Message]] | None = None
+        self._sent: tuple[str, object, list[dict[str, Any]], list[Message]] | None = None
         self._compacting = False  # the next request's prefix change is a compaction's
-        self._appended = False  # the last request began with all of the one before it
+        # The last request shared a prefix (beyond nothing) with the one before it: what the
+        # server counts for it may be only what followed that prefix.
+        self._shared = False
         # The project's instruction files in the system prompt (the wiring loads them).
         self.instructions = Instructions()
         # What to do when the model is still calling tools at the step limit: `agent run`
@@ -268,14 +272,8 @@ class Agent:
         """native | prompt | off: how this model gets its tools (off: the policy enables
         none, or agent.tool_mode is native and the model has no tool support)."""
         info = info or self.model_info()
-        if not self.policy.enabled_tools():
-            return "off"
-        mode = self.settings.tool_mode
-        if mode == "auto":
-            return "native" if info.supports_tools else "prompt"
-        if mode == "native" and not info.supports_tools:
-            return "off"
-        return mode
+        enabled = bool(self.policy.enabled_tools())
+        return tool_mode_for(self.settings.tool_mode, info.supports_tools, enabled)
 
     def tools_on(self) -> bool:
         return self.tool_mode() != "off"
@@ -301,13 +299,19 @@ class Agent:
 
     # -- the loop -------------------------------------------------------------------------
 
-    def run(self, conversation: list[Message], prompt: str) -> Iterator[Event]:
-        """Add the user's prompt to `conversation` and work until the model answers."""
+    def run(
+        self, conversation: list[Message], prompt: str, images: Sequence[str] = ()
+    ) -> Iterator[Event]:
+        """Add the user's prompt to `conversation` and work until the model answers.
+        `images`: base64 images the message carries (cli/images.py), as Ollama takes them."""
         self._set_system_prompt(conversation)
         self.context.edits.clear()  # edit_file's failures count per turn
         if self.context.changes is not None:
             self.context.changes.new_turn()  # its changes are undone and redone together
-        conversation.append({"role": "user", "content": prompt})
+        message: Message = {"role": "user", "content": prompt}
+        if images:
+            message["images"] = list(images)
+        conversation.append(message)
         return self._loop(conversation)
 
     def _loop(self, conversation: list[Message]) -> Iterator[Event]:
@@ -366,7 +370,7 @@ class Agent:
             loaded = plan.num_ctx  # the model is loaded with it now
             self._held[info.name] = max(plan.num_ctx, self._held.get(info.name, 0))
             self.calibration.observe(
-                info.name, plan.estimate, turn.stats.prompt_eval_count, self._appended
+                info.name, plan.estimate, turn.stats.prompt_eval_count, self._shared
             )
             context = self._context_use(plan, turn.stats)
             total = total + turn.stats
@@ -398,8 +402,8 @@ class Agent:
                     continue
                 elif not content.strip():
                     yield Notice("the model sent an empty answer again; nothing to show")
-                # A cut answer is not an answer: `agent run` exits 3 for it.
-                reason: StopReason = "length" if cut else "answer"
+                # A cut answer is not an answer, nor is an empty one: `agent run` exits 3.
+                reason: StopReason = "length" if cut else "answer" if content.strip() else "empty"
                 yield Finished(reason, content, steps, total, elapsed, context=context)
                 return
             if steps >= limit:
@@ -504,6 +508,9 @@ class Agent:
         except ContextTooLong as exc:
             if turn.size:
                 raise  # it came after the answer had started: nothing to resend
+            if self._answer_overflowed(exc, plan, info):
+                turn.done_reason = "length"  # the answer was cut: the turn ends as "length"
+                return turn, plan
             counted = self._learn(exc, plan, info)
         # What the server said may show the message cannot fit at all: refused, not resent.
         self._refuse_unfit(conversation, info, tools_cost)
@@ -518,6 +525,17 @@ class Agent:
             self._learn(exc, harder, info)  # for the next turn
             raise ContextTooLong(self._too_long(harder, info)) from None
         return turn, harder
+
+    def _answer_overflowed(self, refusal: ContextTooLong, plan: _Plan, info: ModelInfo) -> bool:
+        """Whether a refusal is about the answer, not the prompt: it counts far more tokens
+        than the prompt held, by an estimate the server's own counts have corrected.
+        llama-cpp-python answers 400 when a model's answer fills the context (counting the
+        prompt and the answer so far), and sends none of it. Resending less history would
+        not help: the turn ends as an answer cut for length, whose notice says to bound it."""
+        counted, known = refusal.prompt_tokens, self.calibration.factors.get(info.name)
+        if not counted or known is None or not info.fixed_context:
+            return False
+        return counted > 1.5 * self.calibration.corrected(info.name, plan.estimate)
 
     def _learn(self, refusal: ContextTooLong, plan: _Plan, info: ModelInfo) -> int | None:
         """What a server's refusal says: the context it runs the model with (on a server
@@ -645,7 +663,7 @@ class Agent:
             # Interrupted mid-way: every call still gets its tool message, so the history
             # sent next time is one Ollama accepts.
             for call in calls[answered:]:
-                result = {"success": False, "error": "interrupted by the user"}
+                result = {"success": False, "error": outcomes.INTERRUPTED_ERROR}
                 conversation.append(tool_message(call, result))
 
     def _run_call(
@@ -699,8 +717,10 @@ class Agent:
             decision = self._tree_boundary(decision, looking)
         # A write of what the file holds is no change: not asked (cli/tools/unchanged.py).
         decision = unchanged.decide(decision, call.name, arguments, self.policy, looking)
+        # A call that cannot succeed is not asked: it fails (cli/tools/foreseen.py).
+        decision = foreseen.decide(decision, call.name, arguments, self.policy, looking)
         loss = None
-        if decision.action != "deny" and decision.rule != unchanged.RULE:
+        if decision.action != "deny" and decision.rule not in (unchanged.RULE, foreseen.RULE):
             loss = preflight.unkept(call.name, arguments, decision.paths, looking)
             if loss is not None:
                 decision = preflight.needs_person(decision, loss)
@@ -768,6 +788,9 @@ class Agent:
                 if decided.decision.rule == unchanged.RULE:  # allowed unasked: writes nothing
                     context = self.context.started(name)
                     result = unchanged.only(context, name, decided.arguments, paths)
+                elif decided.decision.rule == foreseen.RULE:  # allowed unasked: fails
+                    context = self.context.started(name)
+                    result = foreseen.only(context, name, decided.arguments, paths)
                 else:
                     result = tools.run_tool(tool, self.context, decided.arguments, paths)
             except Exception as exc:  # a tool bug must not end the session: report it
@@ -929,7 +952,7 @@ class Agent:
         size = sum(message_tokens(m) for m in shown)
         compaction, shortened = None, 0
         if size > budget:
-            target = int(budget * self.settings.compact_to)
+            target = self._share(budget, conversation)
             compaction = window.compact(conversation, target, message_tokens)
             self._compacting = self._compacting or compaction.did
             shown = window.view(conversation)
@@ -959,14 +982,22 @@ class Agent:
             return []
         return [self.toolbox[name].definition() for name in self.policy.enabled_tools()]
 
-    def _compaction_target(self, info: ModelInfo) -> int:
-        """What a compaction leaves, in our estimate: agent.compact_to of what the messages
-        may take at the most num_ctx (with the tools this model's requests carry now)."""
+    def _share(self, budget: int, conversation: list[Message]) -> int:
+        """What a compaction leaves of `budget`: the system prompt, which the server keeps
+        cached through it, and agent.compact_to of the room after it, the history's."""
+        system = (
+            conversation[0] if conversation and conversation[0].get("role") == "system" else None
+        )
+        fixed = message_tokens(system) if system is not None else 0
+        return fixed + int(max(0, budget - fixed) * self.settings.compact_to)
+
+    def _compaction_target(self, info: ModelInfo, conversation: list[Message]) -> int:
+        """What a compaction leaves, in our estimate, at the most num_ctx (with the tools
+        this model's requests carry now)."""
         limits = self._limits(info)
         tools = self._request_tools(info)
         tools_cost = estimate_tokens(json.dumps(tools)) if tools else 0
-        budget = self._budget(limits.ceiling, limits, info, tools_cost)
-        return int(budget * self.settings.compact_to)
+        return self._share(self._budget(limits.ceiling, limits, info, tools_cost), conversation)
 
     def compaction_sizes(self, conversation: list[Message]) -> tuple[int, int]:
         """What the conversation takes as the server is sent it, and what a compaction
@@ -974,7 +1005,8 @@ class Agent:
         info = self.model_info()
         size = sum(message_tokens(m) for m in self._window_for(conversation).view(conversation))
         factor = self.calibration.factor(info.name)
-        return int(size * factor), int(self._compaction_target(info) * factor)
+        target = self._compaction_target(info, conversation)
+        return int(size * factor), int(target * factor)
 
     def summarise(self, conversation: list[Message]) -> Generator[Event, None, str]:
         """`/compact summary`: the model's summary of the conversation so far, asked as one
@@ -995,6 +1027,16 @@ class Agent:
         yield from self._stream(self._request(plan, info, tools), turn, [])
         self._held[info.name] = max(plan.num_ctx, self._held.get(info.name, 0))
         text = turn.content.strip()
+        if turn.done_reason == "length":
+            raise AgentError(
+                "the model's summary was cut for length, so none is kept: set "
+                "ollama.options.num_predict higher, or use /compact without a summary"
+            )
+        if not text:
+            raise AgentError(
+                "the model sent no summary (it may have called a tool instead); "
+                "/compact leaves history out without one"
+            )
         if len(text) > MAX_SUMMARY_CHARS:
             text = text[:MAX_SUMMARY_CHARS] + " [summary cut]"
         return text
@@ -1002,7 +1044,7 @@ class Agent:
     def compact(self, conversation: list[Message], summary: str = "") -> Compaction:
         """`/compact`: the conversation's window compacted now, as it is when full, with
         `summary` (of what goes) in the note on what was left out."""
-        target = self._compaction_target(self.model_info())
+        target = self._compaction_target(self.model_info(), conversation)
         window = self._window_for(conversation)
         done = window.compact(conversation, target, message_tokens, summary)
         self._compacting = self._compacting or done.did
@@ -1046,26 +1088,35 @@ class Agent:
     def _prefix_change(self, request: ChatRequest) -> str:
         """Where `request` stops repeating the last one, when it does and no compaction
         said so: the server evaluates everything after that point again (-v says it)."""
-        sent = (request.model, list(request.tools or []), list(request.messages))
+        # A server whose context is fixed takes no num_ctx (the client does not send it).
+        num_ctx = None if self.model_info().fixed_context else request.options.get("num_ctx")
+        sent = (request.model, num_ctx, list(request.tools or []), list(request.messages))
         last, self._sent = self._sent, sent
         compacting, self._compacting = self._compacting, False
-        self._appended = False
+        self._shared = False
         if last is None or last[0] != sent[0]:
-            return ""
-        if last[1] != sent[1]:
+            return ""  # another model starts from nothing anyway
+        if last[1] != num_ctx:
+            return (
+                f"num_ctx changes from {last[1]} to {num_ctx}: Ollama reloads the model and "
+                "evaluates the whole prompt again"
+            )
+        if last[2] != sent[2]:
             return "" if compacting else _TOOLS_CHANGED
-        before, now = last[2], sent[2]
+        before, now = last[3], sent[3]
+        same = len(before)
         for index, message in enumerate(before):
             if index >= len(now) or not (now[index] is message or now[index] == message):
-                if compacting:
-                    return ""
-                what = "the system prompt" if index == 0 else f"message {index + 1}"
-                return (
-                    f"{what} of the last request is not sent the same way: the server "
-                    f"evaluates {len(now) - index} messages again"
-                )
-        self._appended = True
-        return ""
+                same = index
+                break
+        self._shared = same > 0 or bool(sent[2])
+        if same == len(before) or compacting:
+            return ""
+        what = "the system prompt" if same == 0 else f"message {same + 1}"
+        return (
+            f"{what} of the last request is not sent the same way: the server evaluates "
+            f"{len(now) - same} messages again"
+        )
 
     def _budget(self, num_ctx: int, limits: ContextLimits, info: ModelInfo, tools: int) -> int:
         """How much of our estimate the messages may take in `num_ctx`: what the reply does

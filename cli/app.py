@@ -23,9 +23,14 @@ from cli import __version__
 
 if TYPE_CHECKING:
     from cli.agent import Agent
+    from cli.audit import AuditLog
+    from cli.backends.messages import ModelInfo
     from cli.changes import ChangeStore
     from cli.config import Config
+    from cli.events import Event
+    from cli.images import Image
     from cli.instructions import Instructions
+    from cli.ui.stream_json import StreamJson
     from cli.ui.trace import LazyConsole, RunTrace
     from cli.wiring import Choices
 from cli.errors import (
@@ -246,7 +251,7 @@ def command(ctx: typer.Context) -> Iterator[Terminal]:
     help="Run one prompt to completion and print the answer on stdout; a trace of tool calls "
     "goes to stderr. Piped stdin is appended to the prompt; a prompt of '-' is read from "
     "stdin. Exit codes: 0 answered, 1 server/model/stream failure, 2 usage or config error, "
-    "3 step limit reached or answer cut short, 130 interrupted.",
+    "3 step limit reached, answer cut short or empty, 130 interrupted.",
 )
 def run(
     ctx: typer.Context,
@@ -271,9 +276,19 @@ def run(
         typer.Option(
             "--json",
             help="Print one JSON object on stdout instead of the answer: answer, model, steps, "
-            "stop_reason, tool_calls, stats.",
+            "stop_reason, tool_calls, stats (the same as --output-format json).",
         ),
     ] = False,
+    output_format: Annotated[
+        str | None,
+        typer.Option(
+            "--output-format",
+            metavar="text|json|stream-json",
+            help="What stdout carries: text (the answer), json (one object at the end, as "
+            "--json) or stream-json (one JSON object a line as the run goes: start, text, "
+            "thinking, tool_call, tool_result, step_end, notice, end; see README).",
+        ),
+    ] = None,
     max_steps: Annotated[
         int | None,
         typer.Option(
@@ -288,6 +303,16 @@ def run(
     api: ApiOpt = None,
     no_instructions: NoInstructionsOpt = False,
     mcp_config: McpConfigOpt = None,
+    attach: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-a",
+            "--attach",
+            metavar="FILE",
+            help="Attach this image (PNG, JPEG, GIF, WebP, BMP; at most 20 MB) for a vision "
+            "model; repeatable. Read through the same policy as read_file.",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -313,18 +338,36 @@ def run(
             mcp_config=mcp_config,
             mcp_stderr=_server_stderr(terminal.stderr) if verbose else None,
         )
-        code = _run(terminal, prompt, yes, as_json, choices, verbose=verbose)
+        output = output_choice(output_format, as_json)
+        code = _run(terminal, prompt, yes, output, choices, verbose=verbose, images=attach or [])
     raise typer.Exit(code)
+
+
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+
+
+def output_choice(output_format: str | None, as_json: bool) -> str:
+    """--output-format and --json as one choice: text, json or stream-json."""
+    if output_format is None:
+        return "json" if as_json else "text"
+    if output_format not in OUTPUT_FORMATS:
+        raise UsageError(
+            f"--output-format {output_format}: expected one of {', '.join(OUTPUT_FORMATS)}"
+        )
+    if as_json and output_format != "json":
+        raise UsageError(f"--json and --output-format {output_format} contradict: give one")
+    return output_format
 
 
 def _run(
     terminal: Terminal,
     prompt: str,
     yes: bool,
-    as_json: bool,
+    output: str,
     choices: Choices,
     *,
     verbose: bool = False,
+    images: Sequence[str] = (),
 ) -> int:
     from cli.approval import Approver, NoOneToAsk, UnattendedApprover
     from cli.policy import Policy
@@ -375,7 +418,9 @@ def _run(
         )
     try:
         with stopped_by_signals(agent.mcp is not None):
-            return _drive(terminal, agent, config, text, console, as_json, verbose)
+            return _drive(
+                terminal, agent, config, text, console, output, verbose, yes=yes, images=images
+            )
     finally:
         agent.close()  # its MCP servers: stopped, whatever happened
         if answers is not None and answers is not terminal.stdin:
@@ -399,64 +444,135 @@ def _drive(
     config: Config,
     text: str,
     console: LazyConsole,
-    as_json: bool,
+    output: str,
     verbose: bool,
+    *,
+    yes: bool = False,
+    images: Sequence[str] = (),
 ) -> int:
     from cli.audit import audited, session_log
     from cli.events import Notice
     from cli.ui.trace import RunRecord, RunTrace
 
+    as_json = output == "json"
     record = RunRecord(model=agent.settings.model)
     trace = RunTrace(
         console,
         record,
         show_thinking=bool(agent.settings.think),
         stdin=terminal.stdin,
-        stdout=None if as_json else terminal.stdout,  # a terminal: the answer streams there
+        # a terminal: the answer streams there, unless stdout carries JSON
+        stdout=terminal.stdout if output == "text" else None,
         verbose=verbose,
     )
+    stream = None
+    if output == "stream-json":
+        from cli.ui.stream_json import StreamJson
+
+        stream = StreamJson(lambda line: print_json(terminal.stdout, line), verbose=verbose)
+
+    def said(event: Event) -> None:
+        if stream is not None:
+            stream.handle(event)
+        trace.handle(event)
+
     audit_log = session_log(terminal.environ, agent.policy.cwd)
     conversation: list[dict[str, Any]] = []
     try:
+        if stream is not None:
+            early = agent.mcp_tools()  # the MCP servers' tools belong in the start line
+            stream.start(agent, yes=yes, images=images)
+            for line in early:
+                said(Notice(line))
+        seen = _attached_images(agent, images, said, audit_log) if images else []
+        if seen:
+            from cli.images import image_note
+
+            text = f"{text}\n\n{image_note(seen)}"
         # closing(): on Ctrl-C the audit wrapper records the call that was cut short.
-        with contextlib.closing(audited(agent.run(conversation, text), audit_log)) as events:
+        run = agent.run(conversation, text, [image.data for image in seen])
+        with contextlib.closing(audited(run, audit_log)) as events:
             if agent.model_info().note:  # what the backend had to assume, said once
-                trace.handle(Notice(agent.model_info().note))
+                said(Notice(agent.model_info().note))
             for line in _instruction_lines(agent.instructions, verbose):
-                trace.handle(Notice(line))
-            trace.consume(events)
+                said(Notice(line))
+            trace.consume(events if stream is None else stream.tee(events))
     except (AgentError, KeyboardInterrupt) as exc:
         saved = _save_unfinished(
             terminal, agent.settings.model, conversation, config.agent.max_sessions
         )
+        if stream is not None:
+            # if the failure came first: the stream has its start
+            stream.start(agent, yes=yes, images=images)
         if isinstance(exc, KeyboardInterrupt):
-            return _interrupted(terminal, trace, as_json, saved)
+            return _interrupted(terminal, trace, output, saved, stream)
         if saved:
             exc.message += f" (the work so far is saved: agent chat --resume {saved})"
         if as_json:
-            record.answer = trace.partial_answer
+            trace.cut_short()  # the steps and the time it took, as far as it got
             record.stop_reason = "error"
             record.error = exc.message
             print_json(terminal.stdout, record.to_json())
+        elif stream is not None:
+            stream.end("error", error=exc.message)
         raise
     if as_json:
         print_json(terminal.stdout, record.to_json())
-    elif record.answer and not trace.streams_answer:
+    elif record.answer and output == "text" and not trace.streams_answer:
         terminal.stdout.write(shown_answer(record.answer, _isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
-    if record.stop_reason in ("max_steps", "repeating", "length"):  # the work is not done
+    return exit_code(record.stop_reason)
+
+
+def _attached_images(
+    agent: Agent, paths: Sequence[str], said: Callable[[Event], None], audit_log: AuditLog
+) -> list[Image]:
+    """`-a FILE`: each image read as read_file reads (policy, gate, audit); a model that
+    cannot see images is sent none (a usage error, before anything is sent)."""
+    from cli.events import Notice
+    from cli.images import cannot_see, read_image, sees_images, unknown_sight
+
+    model = agent.settings.model
+    sight = sees_images(agent.model_info())
+    if sight is False:
+        raise UsageError(f"-a {paths[0]}: {cannot_see(model)}; nothing was sent")
+    if sight is None:
+        said(Notice(unknown_sight(model)))
+    images = []
+    for path in dict.fromkeys(paths):
+        attached = read_image(agent, path)
+        audit_log.record(attached.record)
+        if attached.image is None:
+            raise UsageError(f"-a {path}: {attached.error}; nothing was sent")
+        images.append(attached.image)
+    return images
+
+
+def exit_code(stop_reason: str | None) -> int:
+    """How a run that ended without an error exits, by why it ended (README, Exit codes)."""
+    # The work is not done: the step limit, a refused call repeated, an answer cut for
+    # length, an empty answer.
+    if stop_reason in ("max_steps", "repeating", "length", "empty"):
         return EXIT_STEP_LIMIT
     return EXIT_OK
 
 
-def _interrupted(terminal: Terminal, trace: RunTrace, as_json: bool, saved: str) -> int:
+def _interrupted(
+    terminal: Terminal,
+    trace: RunTrace,
+    output: str,
+    saved: str,
+    stream: StreamJson | None = None,
+) -> int:
     """Ctrl-C: what the model had written is kept — on stdout (a terminal has it already,
-    as it streamed) or in the JSON object — and one line on stderr says what happened."""
-    if as_json:
-        record = trace.record
-        record.answer = trace.partial_answer
+    as it streamed), in the JSON object, or in stream-json's `end` line — and one line on
+    stderr says what happened."""
+    if output == "json":
+        record = trace.cut_short()  # the steps and the time it took, as far as it got
         record.stop_reason, record.error = "interrupted", "interrupted"
         print_json(terminal.stdout, record.to_json())
+    elif stream is not None:
+        stream.end("interrupted")
     elif trace.partial_answer.strip() and not trace.streams_answer:
         terminal.stdout.write(shown_answer(trace.partial_answer, _isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
@@ -575,7 +691,6 @@ def chat(
 
 
 def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) -> int:
-    from rich.console import Console
     from rich.markup import escape
 
     from cli.audit import session_log
@@ -583,6 +698,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     from cli.sessions import SessionStore
     from cli.ui.approve import ChatApprover, Consequences
     from cli.ui.keys import PromptKeys, TypeAhead
+    from cli.ui.layout import FittedConsole
     from cli.ui.render import ChatRenderer
     from cli.ui.repl import ChatSession, think_state
     from cli.ui.text import sanitize
@@ -595,7 +711,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             'agent run: echo "…" | agent run -'
         )
     config = load(choices, terminal.environ)
-    console = Console(file=terminal.stdout, highlight=False)
+    console = FittedConsole(file=terminal.stdout, highlight=False)  # TERM=dumb too
     consequences = Consequences(config.policy.trash, config.policy.commands.sandbox)
     typeahead = TypeAhead(terminal.stdin, terminal.stdout)
     keys = PromptKeys(typeahead=typeahead)
@@ -679,9 +795,10 @@ def _whole_tree_agreed(agent: Agent, console: Any, keys: Any) -> bool:
 @app.command(
     "models",
     help="The server's models: name, size on disk, parameters, quantisation, trained context "
-    "length, capabilities (tools, thinking, vision; a model without tool support is marked) "
-    "and whether it is loaded now. Exit codes: 0 listed, 1 server failure, 2 usage or config "
-    "error.",
+    "length, how the agent gives it tools (native: the API's tools field; prompt: described "
+    "in the system prompt, for a model without tool support; none: no tools, by "
+    "agent.tool_mode or the policy), capabilities (tools, thinking, vision) and whether it is "
+    "loaded now. Exit codes: 0 listed, 1 server failure, 2 usage or config error.",
 )
 def models(
     ctx: typer.Context,
@@ -693,17 +810,27 @@ def models(
         typer.Option(
             "--json",
             help="Print one JSON list of objects: name, size, parameter_size, quantization, "
-            "context_length, capabilities, loaded (null where the server does not say).",
+            "context_length, capabilities, loaded, tools (native|prompt|none; null where the "
+            "server does not say).",
         ),
     ] = False,
 ) -> None:
     with command(ctx) as terminal:
         from cli.catalog import gather
-        from cli.wiring import Choices, build_backend, load
+        from cli.config import tool_mode_for
+        from cli.wiring import Choices, build_backend, build_policy, load
 
         choices = Choices(host=host, config_path=config, api=api)
-        backend = build_backend(choices, load(choices, terminal.environ), terminal.environ)
-        rows = gather(backend)
+        loaded = load(choices, terminal.environ)
+        backend = build_backend(choices, loaded, terminal.environ)
+        policy = build_policy(loaded, terminal.environ, terminal.cwd, terminal.home)
+        enabled = bool(policy.enabled_tools())  # the built-in tools: MCP servers are not started
+
+        def tools(info: ModelInfo) -> str:
+            mode = tool_mode_for(loaded.agent.tool_mode, info.supports_tools, enabled)
+            return "none" if mode == "off" else mode
+
+        rows = gather(backend, tools=tools)
         if as_json:
             print_json(terminal.stdout, [row.to_json() for row in rows])
         elif not rows:
@@ -719,9 +846,9 @@ def models(
 
 @app.command(
     "history",
-    help="The changes the agent made (writes, deletes, new directories, undos), oldest first: "
-    "id, time (UTC), tool, action, path, size; an undone one says by which undo. "
-    "`agent undo ID` takes one back.",
+    help="The changes the agent made (writes, deletes, new directories, undos and redos), "
+    "oldest first: id, time (UTC), tool (undo or redo for those), action, path, size; an "
+    "undone one says by which undo. `agent undo ID` takes one back; in chat: /history.",
 )
 def history(
     ctx: typer.Context,

@@ -80,16 +80,57 @@ def mcp_list(
 @mcp_app.command(
     "import",
     help='Print, as YAML for the config, the MCP servers of a {"mcpServers": …} JSON file '
-    "(Claude Desktop, Claude Code, Gemini CLI, ollmcp). Secrets are not copied: they become "
-    "${VARIABLE} references, named in comments.",
+    "(Claude Desktop, Claude Code, Gemini CLI, ollmcp); with --into, add them to a config "
+    "file instead. Secrets are not copied: they become ${VARIABLE} references, named in "
+    "comments. Exit codes: 0 done, 2 usage error (a name already configured: nothing written).",
 )
 def mcp_import(
     ctx: typer.Context,
     file: Annotated[str, typer.Argument(metavar="FILE", help="The JSON file to read.")],
+    into: Annotated[
+        str | None,
+        typer.Option(
+            "--into",
+            metavar="CONFIG",
+            help="Add the servers to this YAML config (e.g. the one `agent init` wrote: "
+            "`agent config path`) under mcp.servers, keeping its comments and other keys; "
+            "written atomically. A server name it already has is refused, and nothing is "
+            "written. Created if missing.",
+        ),
+    ] = None,
 ) -> None:
     from cli.app import command
 
     with command(ctx) as terminal:
-        from cli.mcp.importing import to_yaml
+        if into is None:
+            from cli.mcp.importing import to_yaml
 
-        terminal.stdout.write(to_yaml(file))
+            terminal.stdout.write(to_yaml(file))
+            if not terminal.stdout.isatty():  # `>> config.yaml`: a second mcp: if it has one
+                terminal.stderr.write(
+                    "note: --into CONFIG adds them to a config file that has an mcp: section "
+                    "already (as `agent init` writes it), comments kept\n"
+                )
+            return
+        import os
+
+        from cli.mcp.importing import imported
+        from cli.mcp.merging import merge_servers, read_config_text, write_config
+        from cli.paths import expand_user
+        from cli.ui.text import sanitize
+
+        target = os.path.join(terminal.cwd, expand_user(into, terminal.home))
+        servers, comments = imported(file)
+        merged = merge_servers(read_config_text(target), servers, comments, into)
+        if not merged.added:
+            nothing = f"no MCP servers in {sanitize(file)}: {sanitize(into)} is unchanged"
+            terminal.stderr.write(nothing + "\n")
+            return
+        write_config(target, merged.text)
+        for line in comments[1:]:
+            terminal.stderr.write(f"note: {sanitize(line.removeprefix('# '))}\n")
+        names = ", ".join(merged.added)
+        terminal.stderr.write(
+            f"added to {sanitize(into)} under mcp.servers: {sanitize(names)} "
+            "(`agent mcp list` starts them and lists their tools)\n"
+        )

@@ -7,9 +7,9 @@ Any backend works: what it cannot say (sizes, what is loaded) stays None.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cli.backends.messages import ChatBackend, ModelInfo, ReportsLoadedModels
@@ -31,6 +31,9 @@ class ModelRow:
     loaded: bool | None = None
     loaded_context: int | None = None  # the context it is loaded with
     problem: str | None = None  # why its details are missing
+    # How the agent gives it tools, under agent.tool_mode and the policy: native | prompt |
+    # none (None: unknown, its details are missing).
+    tools: str | None = None
 
     @property
     def supports_tools(self) -> bool | None:
@@ -46,18 +49,30 @@ class ModelRow:
             "context_length": self.context_length,
             "capabilities": None if self.capabilities is None else list(self.capabilities),
             "loaded": self.loaded,
+            "tools": self.tools,
         }
 
 
-def gather(backend: ChatBackend, workers: int = MAX_WORKERS) -> list[ModelRow]:
-    """Every model the server has, sorted by name, with its details and load state."""
+def gather(
+    backend: ChatBackend,
+    workers: int = MAX_WORKERS,
+    tools: Callable[[ModelInfo], str] | None = None,
+) -> list[ModelRow]:
+    """Every model the server has, sorted by name, with its details and load state;
+    `tools` says how the agent would give each its tools (native, prompt or none)."""
     names = backend.list_models()
     loaded = _loaded(backend)
     if not names:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as pool:
         details = list(pool.map(lambda name: _details(backend, name), names))
-    return [_row(name, info, loaded) for name, info in zip(names, details, strict=True)]
+    rows = [_row(name, info, loaded) for name, info in zip(names, details, strict=True)]
+    if tools is None:
+        return rows
+    return [
+        replace(row, tools=tools(info)) if isinstance(info, ModelInfo) else row
+        for row, info in zip(rows, details, strict=True)
+    ]
 
 
 def _details(backend: ChatBackend, name: str) -> ModelInfo | str:

@@ -41,6 +41,21 @@ READ_TOOLS = frozenset({"read_file", "list_directory", "search_files", "git_stat
 WRITE_TOOLS = frozenset({"write_file", "edit_file", "create_directory", "move_file", "delete_file"})
 SETTINGS = ("allow", "ask", "deny")
 TOOL_MODES = ("auto", "native", "prompt")
+
+
+def tool_mode_for(setting: str, native: bool, any_tools: bool) -> str:
+    """native | prompt | off: how a model gets its tools under agent.tool_mode `setting`
+    (`native`: the model reports tool support; `any_tools`: the policy enables some). Off
+    when the policy enables none, or `setting` is native and the model has no support."""
+    if not any_tools:
+        return "off"
+    if setting == "auto":
+        return "native" if native else "prompt"
+    if setting == "native" and not native:
+        return "off"
+    return setting
+
+
 SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
 # `think` as Ollama takes it besides true/false (api.ThinkValue); gpt-oss takes only these.

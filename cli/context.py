@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 _MESSAGE_OVERHEAD = 4  # role markers and separators of a chat template
+# An image a message carries (cli/images.py), in our estimate: gemma3 takes 256 tokens an
+# image, llava 576, qwen2.5-vl up to a few thousand; the server's count corrects it.
+IMAGE_TOKENS = 1024
 
 
 def estimate_tokens(text: str) -> int:
@@ -65,6 +68,9 @@ def _message_tokens(message: Mapping[str, Any]) -> int:
             total += estimate_tokens(value)
     if message.get("tool_calls"):
         total += estimate_tokens(json.dumps(message["tool_calls"], ensure_ascii=False))
+    images = message.get("images")
+    if isinstance(images, list):
+        total += IMAGE_TOKENS * len(images)
     return total
 
 

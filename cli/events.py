@@ -9,7 +9,8 @@ from typing import Any, Literal
 from cli.backends.messages import Stats, ToolCall
 from cli.policy import Decision
 
-StopReason = Literal["answer", "max_steps", "stopped", "repeating", "length"]
+# "empty": the model sent no text, not even after being asked once more.
+StopReason = Literal["answer", "max_steps", "stopped", "repeating", "length", "empty"]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ chat's cards, `--json` and the audit log:
 - `invalid` — the call itself was wrong: arguments that break the schema, a tool that does
   not exist, a path that cannot be one;
 - `failed` — it was allowed, ran, and failed (a missing file, a non-zero exit);
-- `interrupted` — Ctrl-C cut it short (the audit log only).
+- `interrupted` — Ctrl-C cut it short (the audit log, and a saved session's replay: the
+  result the model was told is `INTERRUPTED_ERROR`).
 
 What a person reads of a refusal or a failure is the fact; what the loop tells the model
 to do next (`use list_directory`, `read it again`) travels as the result's `hint` and the
@@ -25,6 +26,9 @@ from typing import Any, Literal
 from cli.events import ToolDecided
 
 Outcome = Literal["allowed", "declined", "denied", "invalid", "failed", "interrupted"]
+
+# The error a call gets when Ctrl-C stopped the turn before it ran (cli/agent.py).
+INTERRUPTED_ERROR = "interrupted by the user"
 
 # Rules that say the call was malformed, not that it was forbidden.
 INVALID_RULES = frozenset({"schema", "unknown_tool", "bad_path"})

@@ -20,6 +20,7 @@ from typing import Any
 
 from cli.backends.messages import Message, loads_json
 from cli.errors import UsageError
+from cli.outcomes import INTERRUPTED_ERROR
 from cli.stored import MAX_SESSION_BYTES, Unreadable, parse_json, read_capped, size_text
 from cli.tools.fsops import atomic_write
 
@@ -260,7 +261,8 @@ class Turn:
 
 def conversation_turns(messages: list[Message]) -> list[Turn]:
     turns: list[Turn] = []
-    pending: dict[str, tuple[str, str]] = {}  # call id or name → (name, key argument)
+    # The calls still waiting for their result: (call id, name, key argument), in order.
+    pending: list[tuple[str, str, str]] = []
     for message in messages:
         role = message.get("role")
         content = str(message.get("content") or "")
@@ -274,18 +276,37 @@ def conversation_turns(messages: list[Message]) -> list[Turn]:
                 if not isinstance(function, dict):
                     continue
                 name = str(function.get("name", ""))
-                pending[str(call.get("id") or name)] = (name, _key_argument(function))
+                pending.append((str(call.get("id") or ""), name, _key_argument(function)))
             if content.strip():
                 turns[-1].answer = content
         elif role == "tool":
-            key = str(message.get("tool_call_id") or message.get("tool_name") or "")
-            name, argument = pending.pop(key, (str(message.get("tool_name", "")), ""))
+            name, argument = _answered(pending, message)
             ok, unchanged, word = _outcome(content)
             line = f"{'✓' if ok else '✗'} {name} {argument}".rstrip()
             turns[-1].calls.append(line if ok else f"{line} · {word}")
             if ok and not unchanged and name in _CHANGES_FILES and argument:
                 turns[-1].changed.append(argument)
     return turns
+
+
+def _answered(pending: list[tuple[str, str, str]], message: Message) -> tuple[str, str]:
+    """(name, key argument) of the call a tool message answers, taken from `pending`: the
+    call with its `tool_call_id` when it carries one (OpenAI-compatible servers), else the
+    first waiting call to the tool it names (Ollama answers in order, by name), else the
+    first waiting call. Two calls to one tool in one answer are two entries, each paired
+    with its own result."""
+    call_id = str(message.get("tool_call_id") or "")
+    tool = str(message.get("tool_name") or "")
+    for matches in (
+        lambda entry: bool(call_id) and entry[0] == call_id,
+        lambda entry: bool(tool) and entry[1] == tool,
+        lambda _entry: True,
+    ):
+        for index, entry in enumerate(pending):
+            if matches(entry):
+                del pending[index]
+                return entry[1], entry[2]
+    return tool, ""
 
 
 def _key_argument(function: dict[str, Any]) -> str:
@@ -315,7 +336,9 @@ def _outcome(content: str) -> tuple[bool, bool, str]:
     if not isinstance(result, dict):
         return False, False, "failed"
     error = str(result.get("error") or "")
-    if error.startswith("not run: the user") or error.startswith("cancelled: the user"):
+    if error == INTERRUPTED_ERROR:
+        word = "interrupted"  # Ctrl-C came before the call ran (cli/agent.py)
+    elif error.startswith("not run: the user") or error.startswith("cancelled: the user"):
         word = "declined"
     elif error.startswith(("denied: ", "not run: ")):
         word = "denied"

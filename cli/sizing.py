@@ -162,9 +162,9 @@ class Calibration:
     def observe(self, model: str, estimate: int, actual: int, cached: bool = False) -> None:
         """Learn from one request. Upwards at once — an undersized context fails or cuts —
         downwards halfway, so that one short or partly cached prompt cannot undersize the
-        next one; and only upwards from a request that repeated the last one (`cached`):
-        some servers (Ollama before 0.30's fix, llama-server's own counts) report only
-        the tokens after the cached prefix, which says nothing about the whole prompt."""
+        next one; and only upwards from a request that shared a prefix with the last one
+        (`cached`): some servers (Ollama before 0.30's fix, llama-server's own counts)
+        report only the tokens after the cached prefix, which says nothing of the whole."""
         if estimate < _MIN_SAMPLE or actual <= 0:
             return  # the server said nothing (0), or too little was sent to tell
         seen = _bounded(actual / estimate)

@@ -28,6 +28,7 @@ from tests.fake_http import (
     serve,
     shut,
 )
+from tests.server_work import ServerWork
 
 # -- what a scripted chat call can do ------------------------------------------------------
 
@@ -152,6 +153,9 @@ class FakeOllama:
     # (re)loads it with that one (`loads` lists each load's num_ctx), and /api/ps says so.
     follow_loads: bool = False
     loads: list[int] = field(default_factory=list)
+    # When set, every chat request answered with a stream is counted as a server with a KV
+    # cache evaluates it (tests/server_work.py).
+    server_work: ServerWork | None = None
 
     def __post_init__(self) -> None:
         self._script: deque[Stream | HttpError] = deque()
@@ -326,7 +330,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.served_chat = True
             if self.fake.follow_loads:
                 self.fake.load(str(model), body.get("options", {}).get("num_ctx"))
-            self._chat(self.fake.next_response(), body)
+            response = self.fake.next_response()
+            if self.fake.server_work is not None and isinstance(response, Stream):
+                self.fake.server_work.observe(body)
+            self._chat(response, body)
         else:
             self._json(404, {"error": "not found"})
 

@@ -33,6 +33,7 @@ from tests.fake_http import (
     serve,
     shut,
 )
+from tests.server_work import ServerWork
 
 # -- what a scripted chat call can do ------------------------------------------------------
 
@@ -149,9 +150,13 @@ class FakeOpenAI:
     # The context the server runs the model with: a prompt of more tokens (`tokenizer`, by
     # default 4 characters of the request's messages and tools a token) is refused, worded as
     # `context_style` words it: llama-cpp-python, llama.cpp (llama-server), vllm, lmstudio.
+    # A `tokenizer`, when set, is also the prompt_tokens of every answer's usage.
     context: int | None = None
     context_style: str = "llama-cpp-python"
     tokenizer: Callable[[dict[str, Any]], int] | None = None
+    # When set, every chat request the server answers (not one it refuses as too long) is
+    # counted as a server with a KV cache evaluates it (tests/server_work.py).
+    server_work: ServerWork | None = None
 
     def __post_init__(self) -> None:
         self._script: deque[Scripted] = deque()
@@ -210,9 +215,9 @@ class FakeOpenAI:
             return f"call_fake_{self._ids}"
 
     # rendering an answer
-    def completion(self, answer: Answer, model: str) -> dict[str, Any]:
+    def completion(self, answer: Answer, model: str, prompt: int | None = None) -> dict[str, Any]:
         """The answer as one non-streamed body (content null beside tool calls, as
-        llama-cpp-python sends it)."""
+        llama-cpp-python sends it); `prompt`: the prompt's tokens as counted, for usage."""
         message: dict[str, Any] = {"role": "assistant", "content": answer.content or None}
         if answer.thinking:
             message[answer.reasoning_field] = answer.thinking
@@ -233,10 +238,12 @@ class FakeOpenAI:
             "choices": [{"index": 0, "message": message, "finish_reason": _finish(answer)}],
         }
         if answer.usage:
-            body["usage"] = _usage(answer)
+            body["usage"] = _usage(answer, prompt)
         return body
 
-    def stream(self, answer: Answer, model: str) -> Iterator[dict[str, Any] | bytes]:
+    def stream(
+        self, answer: Answer, model: str, prompt: int | None = None
+    ) -> Iterator[dict[str, Any] | bytes]:
         """The answer as SSE payloads, in the order a server sends them."""
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -274,7 +281,7 @@ class FakeOpenAI:
                 "object": "chat.completion.chunk",
                 "model": model,
                 "choices": [],
-                "usage": _usage(answer),
+                "usage": _usage(answer, prompt),
             }
 
     def prompt_tokens_of(self, body: dict[str, Any]) -> int:
@@ -365,11 +372,12 @@ def _finish(answer: Answer) -> str:
     return answer.finish_reason or ("tool_calls" if answer.tool_calls else "stop")
 
 
-def _usage(answer: Answer) -> dict[str, int]:
+def _usage(answer: Answer, prompt: int | None = None) -> dict[str, int]:
+    prompt = answer.prompt_tokens if prompt is None else prompt
     return {
-        "prompt_tokens": answer.prompt_tokens,
+        "prompt_tokens": prompt,
         "completion_tokens": answer.completion_tokens,
-        "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        "total_tokens": prompt + answer.completion_tokens,
     }
 
 
@@ -456,6 +464,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(*refused)
             return
         response = fake.next_response()
+        if fake.server_work is not None and not isinstance(response, HttpError):
+            fake.server_work.observe(body)
+        counted = fake.prompt_tokens_of(body) if fake.tokenizer is not None else None
         delay = getattr(response, "header_delay", 0.0)
         if delay:
             time.sleep(delay)
@@ -470,14 +481,14 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(response, Events):
             self._events(response)
         elif not streaming:
-            self._json(200, fake.completion(response, model))
+            self._json(200, fake.completion(response, model, counted))
         elif response.empty_stream and response.tool_calls:
             fake.push_back(response)
             self._events(Events([], done=False))
         else:
             if not response.stream_calls and response.tool_calls:
                 fake.push_back(response)
-            items = list(fake.stream(response, model))
+            items = list(fake.stream(response, model, counted))
             self._events(Events(items, delay=response.delay))
 
     def _events(self, events: Events) -> None:

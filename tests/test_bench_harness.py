@@ -154,3 +154,38 @@ def test_the_table_and_results_say_what_was_met(tmp_path: Path) -> None:
         "met": False,
         "over": ["heavy"],
     }
+
+
+def test_server_work_has_a_table_of_its_own(tmp_path: Path) -> None:
+    counts = {"requests": 41, "compactions": 3, "evaluated": 30_000, "new": 24_000}
+    results = [
+        ratio("even", "ours as fast", 1.2, {"ours": [Sample(1.0)], "baseline": [Sample(1.0)]}),
+        Result(
+            "server_work_ollama_8k",
+            "evaluated / new",
+            1.5,
+            shows="n",
+            value=1.25,
+            ours=30_000.0,
+            baseline=24_000.0,
+            detail=counts,
+            group=report.SERVER_WORK,
+        ),
+        Result("num_ctx_changes_8k", "changes", 1, unit="n", value=2.0, group=report.SERVER_WORK),
+    ]
+    assert [r.met for r in results] == [True, True, False]
+    main = report.table(results)
+    assert "even" in main and "server_work" not in main and "num_ctx" not in main
+    server = report.server_table(results).splitlines()
+    assert server[0].split()[:3] == ["server", "work", "requests"]
+    assert server[1].split() == [
+        "server_work_ollama_8k", "41", "3", "30,000", "24,000", "1.25x", "≤", "1.5x", "yes",
+    ]  # fmt: skip
+    assert server[2].split() == ["num_ctx_changes_8k", "2", "≤", "1", "NO"]
+    assert report.server_table(results[:1]) == ""
+    path = tmp_path / "results.json"
+    report.write_results(results, quick=True, runs=1, trees=[], points={}, others={}, path=path)
+    figures = json.loads(path.read_text())["figures"]
+    assert figures["server_work_ollama_8k"]["group"] == "server work"
+    assert figures["server_work_ollama_8k"]["detail"]["evaluated"] == 30_000
+    assert "group" not in figures["even"]

@@ -185,9 +185,9 @@ def test_history_beyond_the_cap_is_trimmed_to_it(make_agent: MakeAgent, ollama: 
     assert num_ctx(body) == 8192
     assert estimate_of(body) <= 8192 - REPLY_TOKENS // 2  # room for the answer
     questions = [m["content"] for m in body["messages"] if m["role"] == "user"]
-    assert questions[-1] == "now" and questions[-2].endswith("\n\nquestion 9")
+    assert questions[-1] == "now" and questions[-2].startswith("question 9\n\n")
     assert not any("question 0" in q for q in questions)
-    assert questions[0].startswith("[Context compacted: ")  # the note says what was left out
+    assert "\n\n[Context compacted: " in questions[0]  # the note says what was left out
 
 
 # -- the server's context error ------------------------------------------------------------
@@ -219,7 +219,7 @@ def test_context_error_trims_tool_results_oldest_first_and_retries_once(
     notices = [e.text for e in events if isinstance(e, Notice)]
     assert len(notices) == 1
     assert "longer than the model's context (num_ctx 8192)" in notices[0]
-    assert "old tool calls and results reduced to stubs" in notices[0]
+    assert "reduced to a stub" in notices[0] or "reduced to stubs" in notices[0]
     assert events[-1].answer == "fitted"
     # The conversation itself keeps everything: only what was sent was trimmed.
     kept = [m["content"] for m in harness.conversation if m["role"] == "tool"]
@@ -239,7 +239,7 @@ def test_context_error_drops_the_oldest_turns_when_there_are_no_results(
     assert asked == ["question 0", "question 1", "question 2", "question 3", "current question"]
     # The oldest go; the first message still sent carries the note saying so.
     assert len(kept) < len(asked) and kept[1:] == asked[len(asked) - len(kept) + 1 :]
-    note, first_kept = kept[0].split("\n\n", 1)
+    first_kept, note = kept[0].split("\n\n", 1)
     assert note.startswith("[Context compacted: ") and first_kept == asked[-len(kept)]
     assert second["messages"][0] == first["messages"][0]
     notice = next(e.text for e in events if isinstance(e, Notice))

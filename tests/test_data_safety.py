@@ -120,13 +120,13 @@ def test_overwrite_is_backed_up_and_undo_restores_it_and_redoes(
     assert undone.code == 0, undone.stderr
     assert notes.read_text() == "my careful notes\n"
     assert oct(notes.stat().st_mode & 0o777) == oct(0o640)
-    assert "put back the content" in undone.stderr
+    assert "restored notes.txt as it was before change #1" in undone.stderr
 
     redone = run_cli("redo")  # the undo is a change too: a redo undoes it
     assert redone.code == 0, redone.stderr
     assert notes.read_text() == "oops\n"
     lines = run_cli("history").stdout.splitlines()
-    assert len(lines) == 3 and "undoes #1" in lines[1] and "undoes #2" in lines[2]
+    assert len(lines) == 3 and "undoes #1" in lines[1] and "redoes #1" in lines[2]
     assert "(redone by #3)" in lines[0]
 
 
@@ -381,7 +381,7 @@ def test_undo_in_chat(make_chat: MakeChat, ollama: FakeOllama, workspace: Path) 
     chat = make_chat()
     assert chat.run("change n\r", "y", "/undo\r") == 0
     assert (workspace / "n.txt").read_text() == "before\n"
-    assert "undo #1: put back the content n.txt had before change #1" in chat.text
+    assert "restored n.txt as it was before change #1" in chat.text
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 
 from cli.backends.ollama import OllamaClient
 from cli.catalog import MAX_WORKERS, gather
+from cli.config import TOOL_NAMES
 from cli.errors import ModelNotFound
 from tests.conftest import MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, HttpError, Recorded
@@ -23,6 +24,7 @@ FIELDS = {
     "context_length",
     "capabilities",
     "loaded",
+    "tools",
 }
 
 
@@ -76,6 +78,7 @@ def test_the_table(run_cli: RunCli, server: FakeOllama) -> None:
         "PARAMS",
         "QUANT",
         "CONTEXT",
+        "TOOLS",
         "CAPABILITIES",
         "LOADED",
     ]
@@ -86,11 +89,53 @@ def test_the_table(run_cli: RunCli, server: FakeOllama) -> None:
     assert "tools, thinking" in qwen and qwen.rstrip().endswith("yes (16k ctx)")
     assert "128k" in rows["llama3.1:8b"] and "yes" not in rows["llama3.1:8b"]
     gemma = rows["gemma3:4b"]
-    assert "✗ no tools, vision" in gemma and "4.3B" in gemma and "Q4_0" in gemma
-    assert "no tools: the model answers as plain chat" in r.stdout  # the mark, explained
+    assert "prompt  vision" in gemma and "4.3B" in gemma and "Q4_0" in gemma
     # Columns line up: each header starts where its column's values start.
+    start = lines[0].index("TOOLS")
+    assert [line[start:].split()[0] for line in rows.values()] == ["prompt", "native", "native"]
     start = lines[0].index("CAPABILITIES")
-    assert all(line[start:].startswith(("tools", "✗")) for line in rows.values())
+    assert all(line[start:].startswith(("tools", "vision")) for line in rows.values())
+
+
+def test_a_model_without_tool_support_gets_them_in_the_prompt(
+    run_cli: RunCli, server: FakeOllama
+) -> None:
+    """Issue 21: `agent models` said gemma3:4b had "✗ no tools" and "cannot read or change
+    files", while `agent run -m gemma3:4b` reads files through prompt-mode tools."""
+    r = run_cli("models")
+    assert "no tools" not in r.stdout and "cannot read or change files" not in r.stdout
+    words = " ".join(r.stdout.split())
+    assert "prompt: the model has no tool support of its own; the system prompt describes" in words
+    data = {item["name"]: item["tools"] for item in json.loads(run_cli("models", "--json").stdout)}
+    assert data == {"gemma3:4b": "prompt", "llama3.1:8b": "native", "qwen3:8b": "native"}
+
+
+EVERY_TOOL_DENIED = "{" + ", ".join(f"{name}: deny" for name in TOOL_NAMES) + "}"
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("agent: {tool_mode: native}\n", {"gemma3:4b": "none", "qwen3:8b": "native"}),
+        ("agent: {tool_mode: prompt}\n", {"gemma3:4b": "prompt", "qwen3:8b": "prompt"}),
+        (
+            "policy:\n  tools: " + EVERY_TOOL_DENIED + "\n",
+            {"gemma3:4b": "none", "qwen3:8b": "none"},
+        ),
+    ],
+    ids=["native", "prompt", "every-tool-denied"],
+)
+def test_the_tools_column_follows_agent_tool_mode_and_the_policy(
+    run_cli: RunCli, server: FakeOllama, home: Path, config: str, expected: dict[str, str]
+) -> None:
+    path = home / "models.yaml"
+    path.write_text(config)
+    data = json.loads(run_cli("models", "-c", str(path), "--json").stdout)
+    tools = {item["name"]: item["tools"] for item in data if item["name"] in expected}
+    assert tools == expected
+    table = run_cli("models", "-c", str(path)).stdout
+    if "none" in expected.values():
+        assert "none: no tools (agent.tool_mode is native" in " ".join(table.split())
 
 
 def test_json_has_exactly_the_fields(run_cli: RunCli, server: FakeOllama) -> None:
@@ -108,6 +153,7 @@ def test_json_has_exactly_the_fields(run_cli: RunCli, server: FakeOllama) -> Non
         "context_length": 40960,
         "capabilities": ["completion", "thinking", "tools"],
         "loaded": True,
+        "tools": "native",
     }
     assert by_name["gemma3:4b"]["loaded"] is False
     assert "tools" not in by_name["gemma3:4b"]["capabilities"]

@@ -692,11 +692,19 @@ def test_history_without_ids_gets_made_up_ones_that_pair_calls_with_results() ->
     wire, free = wire_messages(history)
     ids = [c["id"] for m in wire if m["role"] == "assistant" for c in m["tool_calls"]]
     results = [m["tool_call_id"] for m in wire if m["role"] == "tool"]
-    assert ids == ["call_0", "call_1", "call_2"]
+    assert ids == ["call_h0", "call_h1", "call_h2"]
     assert results == ids
-    assert free == 3
+    assert free == 0  # the client's own call_<n> for new calls: apart from these
     again, _ = wire_messages(history)
     assert again == wire  # the same history, the same ids: a server's prompt cache still hits
+    # A longer history (a new call the client named call_7) renames none of them.
+    longer = [
+        *history,
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "call_7", "function": {}}]},
+        {"role": "tool", "tool_call_id": "call_7", "content": ""},
+    ]
+    grown, free = wire_messages(longer)
+    assert grown[: len(wire)] == wire and free == 8
 
 
 def test_results_answer_calls_by_name_when_they_come_out_of_order() -> None:
@@ -713,7 +721,7 @@ def test_results_answer_calls_by_name_when_they_come_out_of_order() -> None:
         {"role": "tool", "tool_name": "read_file", "content": "r"},
     ]
     wire, _ = wire_messages(history)
-    assert [m.get("tool_call_id") for m in wire[1:]] == ["call_1", "call_0"]
+    assert [m.get("tool_call_id") for m in wire[1:]] == ["call_h1", "call_h0"]
 
 
 def test_ids_in_the_history_are_kept_and_not_reused() -> None:
@@ -724,7 +732,7 @@ def test_ids_in_the_history_are_kept_and_not_reused() -> None:
         {"role": "tool", "content": ""},
     ]
     wire, _ = wire_messages(history)
-    assert [m.get("tool_call_id") for m in wire if m["role"] == "tool"] == ["call_0", "call_1"]
+    assert [m.get("tool_call_id") for m in wire if m["role"] == "tool"] == ["call_0", "call_h0"]
 
 
 # -- the model check and the model list ----------------------------------------------------

@@ -157,7 +157,7 @@ def test_completion_of_commands_and_paths(workspace: Path) -> None:
 
     assert complete("/mo") == ["/model", "/models"]
     assert complete("/model q") == ["qwen3:8b"]
-    assert "tes.md" in complete("look at @no")
+    assert complete("look at @no") == ["notes.md"]  # the whole `@…`, as it attaches
     assert complete("plain words") == []
 
 
@@ -186,11 +186,14 @@ def test_at_path_to_a_secret_is_refused_and_the_text_kept(
     assert "BEGIN PRIVATE KEY" not in chat.text
 
 
-def test_at_path_that_does_not_exist_says_so(make_chat: Any, ollama: FakeOllama) -> None:
+def test_at_path_that_does_not_exist_is_sent_as_text_and_says_so(
+    make_chat: Any, ollama: FakeOllama
+) -> None:
+    ollama.enqueue(reply("ok"))
     chat = make_chat()
-    chat.run("read @missing.txt" + ENTER, "\x03")
-    assert "@missing.txt not attached" in chat.text and "does not exist" in chat.text
-    assert ollama.chat_bodies == []
+    chat.run("read @missing.txt" + ENTER)
+    assert "@missing.txt names no file: sent as text" in chat.text
+    assert messages_sent(ollama)[-1]["content"] == "read @missing.txt"
 
 
 # -- slash commands --------
@@ -271,7 +274,7 @@ def test_save_load_and_history(make_chat: Any, ollama: FakeOllama) -> None:
     chat.run("first question" + ENTER, "/save mywork" + ENTER)
     assert "saved as mywork" in chat.text
     other = make_chat()
-    other.run("/load mywork" + ENTER, "/history" + ENTER, "/load nosuch" + ENTER)
+    other.run("/load mywork" + ENTER, "/turns" + ENTER, "/load nosuch" + ENTER)
     assert other.session.conversation[1]["content"] == "first question"
     assert "1. you: first question" in other.text
     assert "model: first answer" in other.text

@@ -23,7 +23,7 @@ from cli.events import ContextUse, Finished, Notice
 from cli.wiring import Choices
 from tests.conftest import Harness, MakeAgent, MakeChat, RunCli, harness
 from tests.fake_ollama import FakeOllama, reply, tool_call
-from tests.fake_openai import Answer, FakeOpenAI, HttpError
+from tests.fake_openai import Answer, Call, FakeOpenAI, HttpError
 
 SERVER_FLAG = "-c/--ctx-size"  # in every "load the model with a larger context" advice
 
@@ -457,3 +457,30 @@ def test_a_server_without_its_context_is_still_sized_by_the_cap(
     use = next(e.context for e in events if isinstance(e, Finished))
     assert use is not None and use.size == 32768
     assert [r.path for r in openai.requests if not r.path.startswith("/v1/")] == []
+
+
+def test_a_refusal_counting_the_answer_too_is_an_answer_cut_for_length(
+    make_openai_agent: MakeOpenAIAgent, openai: FakeOpenAI, workspace: Path
+) -> None:
+    """llama-cpp-python answers 400 when the model's answer fills its context, counting the
+    prompt and the answer so far: far more than the prompt held, by an estimate its own
+    counts corrected. That is an answer cut for length (stop_reason "length", with the
+    advice to bound it), not a message too long to send, and no history is cut."""
+    (workspace / "a.txt").write_text("alpha\n")
+    openai.tokenizer = lambda body: (len(json.dumps(body["messages"])) + 3) // 4
+    overflow = (
+        "This model's maximum context length is 4096 tokens. However, you requested 4100 "
+        "tokens (4100 in the messages, None in the completion). Please reduce the length of "
+        "the messages or completion."
+    )
+    openai.enqueue(
+        Answer(tool_calls=[Call("read_file", {"path": "a.txt"})]),
+        HttpError(400, overflow, code="context_length_exceeded"),
+    )
+    events = make_openai_agent().run("read a.txt")
+    finished = events[-1]
+    assert isinstance(finished, Finished) and finished.stop_reason == "length"
+    said = " ".join(notices(events))
+    assert "ollama.options.num_predict (sent as max_tokens)" in said
+    assert "longer than the model's context" not in said  # not taken for a long prompt
+    assert len(openai.chat_bodies) == 2  # not resent with less history

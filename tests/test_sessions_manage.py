@@ -129,11 +129,11 @@ def test_turns_counts_what_was_left_out_and_lists_changed_files(
         reply(answer),
     )
     chat = make_chat("policy: {confirm: none}\n")
-    chat.run("write notes\r", "/turns\r", "/history\r")
+    chat.run("write notes\r", "/turns\r")
     hidden = len(answer) - len("First line of a long answer.")
     assert f"First line of a long answer.… (+{hidden} chars)" in chat.text
     assert "changed notes.txt" in chat.text
-    assert chat.text.count("1. you: write notes") == 2  # /history is /turns
+    assert chat.text.count("1. you: write notes") == 1
 
 
 def test_conversation_turns_from_history() -> None:
@@ -189,8 +189,9 @@ def test_a_failed_attach_sends_nothing_and_says_so(
     make_chat: MakeChat, ollama: FakeOllama, workspace: Path
 ) -> None:
     chat = make_chat()
+    (workspace / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     # Enter again sends what came back into the input: the same message, refused again.
-    chat.run("look at @missing.txt please\r", "\r", "\x03")
-    assert chat.text.count("@missing.txt not attached") == 2
+    chat.run("look at @id_rsa please\r", "\r", "\x03")
+    assert chat.text.count("@id_rsa not attached") == 2
     assert "the message was not sent (it is back in the input)" in " ".join(chat.text.split("\n"))
     assert ollama.chat_bodies == []

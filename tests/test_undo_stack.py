@@ -176,7 +176,7 @@ def test_undo_and_redo_in_chat_and_undo_turn(
     # brought the whole of it back; the second turn's change stays undone.
     assert (workspace / "n.txt").read_text() == "v2\n"
     assert (workspace / "m.txt").read_text() == "m\n"
-    assert re.search(r"undo of a turn: 2 changes", text)
+    assert re.search(r"undid 2 changes of a turn · #\d+-#\d+: /redo brings them back", text)
     store = chat.session.agent.context.changes
     assert store is not None
     turn = store.history()[-1].turn
@@ -312,3 +312,60 @@ def test_no_shortcut_where_the_policy_would_not_let_it_write(
     )
     assert decided.decision.rule != "unchanged" and not decided.allowed
     target.unlink()
+
+
+# -- 4. issue 21: one line a file; a redo is called a redo; /history means changes ----------
+
+
+def test_undo_says_one_line_per_file(run_cli: RunCli, ollama: FakeOllama, workspace: Path) -> None:
+    (workspace / "keep.txt").write_text("old\n")
+    agent_writes(run_cli, ollama, write("keep.txt", "new\n"))  # #1
+    one = run_cli("undo")
+    assert one.code == 0, one.stderr
+    # One change: one line, saying what the file is now and how to bring the change back.
+    assert len(one.stderr.splitlines()) == 1
+    assert re.fullmatch(
+        r"restored keep\.txt as it was before change #1 \(write_file, [\d: -]+ UTC\) "
+        r"· #2: `agent redo` brings it back\n",
+        one.stderr,
+    ), one.stderr
+    redo = run_cli("redo")
+    assert redo.stderr.count("\n") == 1 and "redid change #1" in redo.stderr
+
+    three = [write(name, "x\n") for name in ("a.txt", "b.txt", "c.txt")]
+    agent_writes(run_cli, ollama, *three)
+    turn = run_cli("undo", "--turn")
+    assert turn.code == 0, turn.stderr
+    lines = turn.stderr.splitlines()
+    # Three files: three lines, then one saying how to bring them back.
+    assert len(lines) == 4, turn.stderr
+    assert [line.split(" did not exist")[0] for line in lines[:3]] == ["c.txt", "b.txt", "a.txt"]
+    step = r"undid 3 changes of a turn · #\d+-#\d+: `agent redo` brings them back"
+    assert re.fullmatch(step, lines[3]), lines[3]
+
+
+def test_history_calls_a_redo_a_redo(run_cli: RunCli, ollama: FakeOllama, workspace: Path) -> None:
+    agent_writes(run_cli, ollama, write("a.txt", "a\n"))  # #1
+    assert run_cli("undo").code == 0  # #2
+    assert run_cli("redo").code == 0  # #3
+    assert run_cli("undo").code == 0  # #4: an undo again
+    rows = history(run_cli)
+    assert len(rows) == 4
+    assert " undo " in rows[1] and "(undoes #1; redone by #3)" in rows[1]
+    assert " redo " in rows[2] and "(redoes #1; undone by #4)" in rows[2] and "undo " not in rows[2]
+    assert " undo " in rows[3] and "(undoes #1)" in rows[3]
+
+
+def test_chat_history_lists_changes_and_turns_lists_turns(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("write_file", {"path": "n.txt", "content": "n\n"})]),
+        reply("Wrote it."),
+    )
+    chat = make_chat(YES)
+    chat.run("write n\r", "/history\r", "/turns\r")
+    text = chat.text
+    assert re.search(r"#1 +\d{4}-\d\d-\d\d [\d:]+  write_file +create +n\.txt", text), text
+    assert "/undo ID takes one back · /turns lists the conversation's turns" in text
+    assert text.count("1. you: write n") == 1  # only /turns lists turns

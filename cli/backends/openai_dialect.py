@@ -237,8 +237,11 @@ def wire_messages(messages: Sequence[Message]) -> tuple[list[dict[str, Any]], in
     made-up `call_<n>` ids. An assistant message with tool calls carries `content: ""`
     (llama-cpp-python answers null with HTTP 500) and `arguments` as a JSON string; each
     result is `{"role": "tool", "tool_call_id", "content"}`. Calls without an id (a session
-    from an old Ollama) get `call_<n>` here, the same for the call and its result, and the
-    same on every request; `thinking` is not sent back (no field every server takes)."""
+    from an old Ollama) get `call_h<n>` here, the same for the call and its result, and the
+    same on every request: numbered in order from the start of the history, apart from the
+    `call_<n>` ids the client makes up for new calls, so that a longer history never renames
+    an earlier call (the server's prompt cache still holds); `thinking` is not sent back (no
+    field every server takes)."""
     history = _History(messages)
     return [history.convert(m) for m in messages], history.free
 
@@ -252,6 +255,8 @@ class _History:
         ids += [as_str(m.get("tool_call_id")) for m in messages]
         numbers = [int(found.group(1)) for i in ids if (found := _CALL_ID.fullmatch(i))]
         self.free = max(numbers, default=-1) + 1
+        self._taken = set(ids)
+        self._made = 0  # call_h<n> made up so far
         self.pending: list[tuple[str, str]] = []  # (id, name), in order
 
     def convert(self, message: Message) -> dict[str, Any]:
@@ -262,6 +267,12 @@ class _History:
             self.pending = [p for p in self.pending if p[0] != call_id]
             return {"role": "tool", "tool_call_id": call_id, "content": content}
         wire: dict[str, Any] = {"role": role, "content": content}
+        images = [i for i in as_list(message.get("images")) if isinstance(i, str)]
+        if images and role == "user":  # Ollama's `images` as content parts with data URLs
+            wire["content"] = [
+                {"type": "text", "text": content},
+                *({"type": "image_url", "image_url": {"url": _data_url(i)}} for i in images),
+            ]
         calls = as_list(message.get("tool_calls")) if role == "assistant" else []
         if calls:
             self.pending = []
@@ -291,8 +302,10 @@ class _History:
         return match[0] if match else self._new_id()
 
     def _new_id(self) -> str:
-        self.free += 1
-        return f"call_{self.free - 1}"
+        while True:
+            made, self._made = f"call_h{self._made}", self._made + 1
+            if made not in self._taken:
+                return made
 
 
 def parse_arguments(name: str, text: str, call_id: str | None) -> ToolCall:
@@ -334,6 +347,12 @@ def first_choice(data: Any) -> dict[str, Any]:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 return choice
     return {}
+
+
+def _data_url(encoded: str) -> str:
+    from cli.images import encoded_type
+
+    return f"data:{encoded_type(encoded)};base64,{encoded}"
 
 
 def capabilities_of(raw: Any) -> frozenset[str] | None:

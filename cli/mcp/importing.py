@@ -168,11 +168,18 @@ def _values(
     return out
 
 
-def to_yaml(path: str) -> str:
-    """`agent mcp import FILE`: the YAML to paste into the config, comments first."""
+def imported(path: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """`agent mcp import FILE`: the servers as our config has them (no secret in them), and
+    the comment lines to go before them (where they came from, the variables to set)."""
     servers, notes = convert(read_json(path), keep_secrets=False)
     lines = [f"# MCP servers imported from {_comment(path)}"]
     lines += [f"# {_comment(note)}" for note in notes]
+    return servers, lines
+
+
+def to_yaml(path: str) -> str:
+    """`agent mcp import FILE`: the YAML to paste into the config, comments first."""
+    servers, lines = imported(path)
     body = yaml.safe_dump({"mcp": {"servers": servers}}, sort_keys=False, allow_unicode=True)
     return "\n".join(lines) + "\n" + body
 

@@ -13,7 +13,7 @@ from cli.errors import Unrecorded
 from cli.paths import ResolvedPath
 from cli.tools import fsops, gate
 from cli.tools.base import Result, ToolContext, ToolError
-from cli.tools.edits import EditFailed, plan_edit
+from cli.tools.edits import Edit, EditFailed, plan_edit
 from cli.tools.memory import Fingerprint
 from cli.tools.unchanged import same, unchanged_result
 
@@ -192,6 +192,26 @@ def edit_file(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
     checked = paths["path"]
+    edit, data = planned_edit(ctx, args, checked)
+    result = _store(ctx, checked, data, "edit_file")
+    result.update(
+        replacements=edit.replacements,
+        line_range=list(edit.line_range),
+        diff_stat={"added": edit.added, "removed": edit.removed},
+    )
+    if edit.stage != "exact":
+        result["matched"] = f"ignoring {edit.stage}"
+    return result
+
+
+def planned_edit(
+    ctx: ToolContext, args: Mapping[str, Any], checked: ResolvedPath, *, counted: bool = True
+) -> tuple[Edit, bytes]:
+    """The edit edit_file would make on the file as it is now, and the bytes it would write;
+    ToolError for each way it fails, in the order the tool meets them. Writes nothing: the
+    same check decides, before anyone is asked, that a call cannot succeed
+    (cli/tools/foreseen.py). `counted`: a failure counts towards the hint on repeated
+    failures (not when it is only looked at)."""
     path = checked.real
     shown = ctx.show(path)
     seen = ctx.memory.expected(path)
@@ -211,7 +231,7 @@ def edit_file(
             max_chars=ctx.limits.max_write_bytes,
         )
     except EditFailed as exc:
-        failures = ctx.edits.fail(path)
+        failures = ctx.edits.fail(path) if counted else 0
         hint = exc.hint
         if failures >= 2:
             hint += (
@@ -220,20 +240,11 @@ def edit_file(
             )
         raise ToolError(str(exc), hint.strip()) from None
     try:
-        data = edit.text.encode("utf-8")
+        return edit, edit.text.encode("utf-8")
     except UnicodeEncodeError:
         raise ToolError(
             "new_string holds invalid Unicode (a lone surrogate)", hint="send valid text"
         ) from None
-    result = _store(ctx, checked, data, "edit_file")
-    result.update(
-        replacements=edit.replacements,
-        line_range=list(edit.line_range),
-        diff_stat={"added": edit.added, "removed": edit.removed},
-    )
-    if edit.stage != "exact":
-        result["matched"] = f"ignoring {edit.stage}"
-    return result
 
 
 def _current_text(ctx: ToolContext, checked: ResolvedPath, seen: Fingerprint) -> str:

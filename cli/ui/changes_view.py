@@ -4,15 +4,20 @@ conflict, once; say what each file is now, and as of when)."""
 
 from __future__ import annotations
 
+import difflib
 import os
+import stat
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from cli.changes import Change, ChangeStore, Timeline, new_step
 from cli.paths import display_path, resolve_path
 from cli.policy import Policy
+from cli.tools import fsops
+from cli.tools.base import ToolError
 from cli.tools.fsops import human_size
 from cli.ui.text import sanitize
-from cli.undo import Plan, Step, UndoError, apply, choose, plan_change, precheck
+from cli.undo import Step, UndoError, apply, choose, plan_change, precheck
 
 
 def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
@@ -21,13 +26,21 @@ def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
     rows = []
     for change in changes:
         notes = []
-        if change.undoes:
+        # Undos and redos are named by the agent's change they take back or bring back: an
+        # undo of an undo is a redo, and called one.
+        inverts = not line.is_original(change) and line.depth[change.id] > 0
+        redo = inverts and line.depth[change.id] % 2 == 0
+        tool = "redo" if redo else change.tool
+        if inverts:
+            notes.append(f"{'redoes' if redo else 'undoes'} #{line.original(change).id}")
+        elif change.undoes:
             notes.append(f"undoes #{change.undoes}")
         if line.is_original(change) and line.tip(change) is not change:
             tip = line.tip(change)
             notes.append(f"{'undone' if line.is_undone(change) else 'redone'} by #{tip.id}")
         elif not line.is_original(change) and change.id in line.undone_by:
-            notes.append(f"undone by #{line.undone_by[change.id]}")
+            by = line.undone_by[change.id]
+            notes.append(f"{'redone' if line.depth[by] % 2 == 0 else 'undone'} by #{by}")
         if change.evicted:
             notes.append("cannot be undone: its backup was dropped for space by a later session")
         elif not change.undoable:
@@ -35,7 +48,7 @@ def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
         size = human_size(change.size) if change.action in ("create", "overwrite") else ""
         path = sanitize(display_path(change.path, cwd))
         rows.append(
-            f"#{change.id:<4} {change.time[:19].replace('T', ' ')}  {change.tool:<16} "
+            f"#{change.id:<4} {change.time[:19].replace('T', ' ')}  {tool:<16} "
             f"{change.action:<9} {path}  {size}" + (f"  ({'; '.join(notes)})" if notes else "")
         )
     return rows
@@ -62,6 +75,7 @@ def undo_flow(
     turn: bool = False,
     everywhere: bool = False,
     redo: bool = False,
+    chat: bool = False,
 ) -> list[Change]:
     """Undo the newest change not undone under `cwd` (anywhere with `everywhere`), change
     `number`, the whole turn of either (`turn`), or redo the last undo (`redo`); tell the
@@ -80,7 +94,6 @@ def undo_flow(
     scope = None if everywhere or number is not None else os.path.realpath(cwd)
     step = choose(store, number, turn=turn, redo=redo, scope=scope, shown=sanitize)
     plans = precheck(store, step, shown)
-    _announce(step, plans, say)
     if policy is not None:
         for change in step.changes:
             for path in (change.path, change.origin):
@@ -101,20 +114,7 @@ def undo_flow(
         overwrite = ask(f"{what}. {verb} anyway (what is there now is kept in the trash)?")
         if not overwrite:
             raise UndoError(f"not {step.kind}ne: you kept the current version")
-    return _carry_out(store, step, {p.change.id for p in conflicts}, shown, say)
-
-
-def _announce(step: Step, plans: Sequence[Plan], say: Callable[[str], None]) -> None:
-    if len(plans) == 1 and step.kind == "redo":
-        say(f"redo of change #{step.originals[0].id}: {plans[0].summary}")
-        return
-    if len(plans) == 1:
-        say(f"undo #{plans[0].change.id}: {plans[0].summary}")
-        return
-    what = "undo of a turn" if step.turn else step.kind
-    say(f"{what}: {len(plans)} changes, newest first")
-    for plan in plans:
-        say(f"  #{plan.change.id}: {plan.summary}")
+    return _carry_out(store, step, {p.change.id for p in conflicts}, shown, say, chat)
 
 
 def _carry_out(
@@ -123,11 +123,15 @@ def _carry_out(
     confirmed: set[int],
     shown: Callable[[str], str],
     say: Callable[[str], None],
+    chat: bool = False,
 ) -> list[Change]:
     """Invert each record of `step` in order, as one step of the journal, looking again just
-    before each; stop at the first that cannot be (what is done stays done, and recorded)."""
+    before each; stop at the first that cannot be (what is done stays done, and recorded).
+    One line a file: what it is now, and as of when; one record says how to take the step
+    back on the same line, several on one line after theirs."""
     name = new_step(step.kind)
     done: list[Change] = []
+    single = len(step.changes) == 1
     for change, original, redoes in zip(step.changes, step.originals, step.redoes, strict=True):
         try:
             plan = plan_change(store, change, shown)
@@ -139,13 +143,22 @@ def _carry_out(
                 f"{exc}; stopped after {len(done)} of the {len(step.changes)} changes "
                 "(`agent history` shows which)"
             ) from None
-        say(_outcome(original, redoes, shown))
-    ids = f"#{done[0].id}" if len(done) == 1 else f"#{done[0].id}-#{done[-1].id}"
-    if step.kind == "redo":
-        say(f"done, recorded as {ids}: `agent undo` (or /undo) takes it back again")
-    else:
-        say(f"done, recorded as {ids}: `agent redo` (or /redo) brings it back")
+        outcome = _outcome(original, redoes, shown)
+        if single:
+            outcome += f" · #{done[0].id}: {_back(step.kind, chat, 'it')}"
+        say(outcome)
+    if not single:
+        what = f"{len(done)} changes" + (" of a turn" if step.turn else "")
+        verb = "redid" if step.kind == "redo" else "undid"
+        say(f"{verb} {what} · #{done[0].id}-#{done[-1].id}: {_back(step.kind, chat, 'them')}")
     return done
+
+
+def _back(kind: str, chat: bool, it: str) -> str:
+    """How to take an undo (or a redo) back, in the words of the front end it ran in."""
+    if kind == "redo":
+        return f"{'/undo' if chat else '`agent undo`'} takes {it} back"
+    return f"{'/redo' if chat else '`agent redo`'} brings {it} back"
 
 
 def _outcome(original: Change, redone: bool, shown: Callable[[str], str]) -> str:
@@ -204,3 +217,141 @@ def _check_path(policy: Policy, path: str, ask: Callable[[str], bool] | None) ->
     why = policy.protection(resolve_path(path, policy.cwd, policy.home), "write_file")
     if why and (ask is None or not ask(f"{shown} is {why}. Undo anyway?")):
         raise UndoError(f"not undone: {shown} needs your confirmation ({why})")
+
+
+# -- /diff: what a session changed, as one unified diff -----------------------------------------
+
+DIFF_BYTES = 1024 * 1024  # a file larger than this, before or now, is named, not diffed
+_DIRECTORY = "directory"
+
+
+@dataclass(frozen=True)
+class _Unknown:
+    why: str
+
+
+# What a path held at some moment: nothing (None), a file's bytes, a directory, or unknown.
+_Held = bytes | str | _Unknown | None
+
+
+def session_diff(store: ChangeStore, session: str, cwd: str, only: str | None = None) -> list[str]:
+    """The changes session `session` made, undos included, as one unified diff: for each
+    path, the content before the session's first change to it against the content now (so
+    what was changed and undone again shows nothing). `only`: that path, or what is under
+    it. Lines without their newline; file headers `--- a/PATH` and `+++ b/PATH`."""
+    changes = [c for c in store.history() if c.session == session]
+    paths: list[str] = []
+    for change in changes:
+        for path in (change.origin, change.path):
+            if path and path not in paths and (only is None or _under(path, only)):
+                paths.append(path)
+    lines: list[str] = []
+    for path in paths:
+        first = next(i for i, c in enumerate(changes) if _touches(c, path))
+        before = _held_before(store, changes, first, path)
+        lines += _file_diff(_shown(path, cwd), before, _now(path))
+    return lines
+
+
+def _under(path: str, only: str) -> bool:
+    return path == only or path.startswith(only.rstrip("/") + "/")
+
+
+def _held_before(store: ChangeStore, changes: Sequence[Change], i: int, path: str) -> _Held:
+    """What `path` held just before changes[i], which touches it, was made."""
+    change = changes[i]
+    if change.action == "move" and change.origin == path and change.path != path:
+        # What left `path` is what arrived at the destination, as the next change there
+        # (or the destination now) has it.
+        later = next(
+            (j for j in range(i + 1, len(changes)) if _touches(changes[j], change.path)),
+            None,
+        )
+        if later is None:
+            return _now(change.path)
+        return _held_before(store, changes, later, change.path)
+    if change.action in ("create", "mkdir", "restore"):
+        return None
+    if change.action == "rmdir":
+        return _DIRECTORY
+    if change.action == "move":  # arriving: what it replaced went to the trash, if anything
+        return _backup(store, change) if change.backup else None
+    return _backup(store, change)  # overwrite, delete
+
+
+def _touches(change: Change, path: str) -> bool:
+    return path in (change.path, change.origin)
+
+
+def _backup(store: ChangeStore, change: Change) -> _Held:
+    if change.evicted or change.backup is None:
+        return _Unknown("its backup was not kept")
+    try:
+        return _read(str(store.backup_path(change)))
+    except ValueError:
+        return _Unknown("its backup is not one of the store's")
+
+
+def _now(path: str) -> _Held:
+    return _read(path)
+
+
+def _read(path: str) -> _Held:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return _Unknown(exc.strerror or str(exc))
+    if stat.S_ISDIR(info.st_mode):
+        return _DIRECTORY
+    if not stat.S_ISREG(info.st_mode):
+        return _Unknown("it is not a regular file")
+    if info.st_size > DIFF_BYTES:
+        return _Unknown(f"it is {human_size(info.st_size)}, more than a diff shows")
+    try:
+        return fsops.read_regular(path, path, DIFF_BYTES).data
+    except (ToolError, OSError) as exc:
+        return _Unknown(str(exc))
+
+
+def _file_diff(shown: str, before: _Held, after: _Held) -> list[str]:
+    if before == after:
+        return []
+    old, new = f"a/{shown}", f"b/{shown}"
+    for held in (before, after):
+        if isinstance(held, _Unknown):
+            return [f"--- {old}", f"+++ {new}", f"# not shown: {held.why}"]
+    if _DIRECTORY in (before, after):
+        if before == _DIRECTORY and after == _DIRECTORY:
+            return []
+        what = "created the directory" if after == _DIRECTORY else "removed the directory"
+        if before is not None and after is not None:
+            what = "replaced a directory with a file" if after != _DIRECTORY else what
+        return [f"# {what} {shown}"]
+    assert not isinstance(before, (str, _Unknown)) and not isinstance(after, (str, _Unknown))
+    if fsops.is_binary(before or b"") or fsops.is_binary(after or b""):
+        return [f"Binary files {old} and {new} differ"]
+    try:
+        old_text, new_text = (before or b"").decode(), (after or b"").decode()
+    except UnicodeDecodeError:
+        return [f"Binary files {old} and {new} differ (not UTF-8)"]
+    diff = difflib.unified_diff(
+        _lines(old_text),
+        _lines(new_text),
+        "/dev/null" if before is None else old,
+        "/dev/null" if after is None else new,
+    )
+    lines = []
+    for line in diff:
+        lines.append(line.removesuffix("\n").removesuffix("\r"))
+        if not line.endswith("\n"):
+            lines.append("\\ No newline at end of file")
+    return lines
+
+
+def _lines(text: str) -> list[str]:
+    """Lines with their "\n" kept; only "\n" splits (a form feed is no line break here)."""
+    rows = [row + "\n" for row in text.split("\n")]
+    rows[-1] = rows[-1].removesuffix("\n")
+    return rows if rows[-1] else rows[:-1]

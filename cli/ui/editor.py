@@ -4,7 +4,9 @@ completion of slash commands and `@paths`."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
@@ -29,6 +31,57 @@ def strip_block(text: str) -> str:
     if stripped.startswith(BLOCK) and stripped.endswith(BLOCK) and len(stripped) >= 6:
         return stripped[3:-3].strip("\n")
     return text
+
+
+# `@path` in a message, at its start or after a space: `@notes.md`, `@"my notes.txt"` (quoted:
+# the name as it is, spaces included, no `"` in it), `@my\ notes.txt` (a backslash keeps the
+# next character, a space or a backslash, in the name). Trailing punctuation after it is not
+# part of it (`see @notes.md.`). `@@word` is the literal text `@word`: never attached, sent
+# with one `@` less — the way to write `@notes.md` in a message when notes.md exists.
+# An `@word` that names no file is text too (`@dataclass`, `@Override`, `@types/node`):
+# what attaches, or is refused, is decided in cli/ui/repl.py (ChatSession.attach).
+_MENTION = re.compile(
+    r"(?:(?<=\s)|^)@(?:(?P<literal>@\S*)"
+    r'|"(?P<quoted>[^"\n]+)"'
+    r"|(?P<bare>(?:\\.|[^\s\\])+?))"
+    r"[,;:!?.)]*(?=\s|$)"
+)
+_ESCAPED = re.compile(r"\\(.)")
+# The `@path` being typed, up to the cursor: what Tab completes.
+_TYPING = re.compile(r'(?:(?<=\s)|^)@(?P<token>"[^"\n]*|(?:\\.|[^\s\\@"])(?:\\.|[^\s\\])*\\?|)$')
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One `@…` of a message: the text as typed, and the path it names (None: `@@word`)."""
+
+    typed: str
+    path: str | None
+
+
+def mentions(text: str) -> list[Mention]:
+    """The `@paths` of a message, in order (see _MENTION)."""
+    found = []
+    for match in _MENTION.finditer(text):
+        if match.group("literal") is not None:
+            found.append(Mention(match.group(0), None))
+        elif match.group("quoted") is not None:
+            found.append(Mention(match.group(0), match.group("quoted")))
+        else:
+            found.append(Mention(match.group(0), _ESCAPED.sub(r"\1", match.group("bare"))))
+    return found
+
+
+def literal_text(text: str) -> str:
+    """The message as sent: each `@@word` as `@word`, the rest as typed."""
+    return _MENTION.sub(
+        lambda m: m.group(0)[1:] if m.group("literal") is not None else m.group(0), text
+    )
+
+
+def escape_path(path: str) -> str:
+    """`path` as a bare `@path` names it: a backslash before each space and backslash."""
+    return re.sub(r"([\s\\])", r"\\\1", path)
 
 
 class ChatCompleter(Completer):
@@ -75,10 +128,33 @@ class ChatCompleter(Completer):
                 if choice.startswith(argument):
                     yield Completion(choice, start_position=-len(argument))
             return
-        word = text.split()[-1] if text and not text[-1].isspace() else ""
-        if word.startswith("@"):
-            inner = Document(word[1:], len(word) - 1)
-            yield from self.paths.get_completions(inner, complete_event)
+        typing = _TYPING.search(text)
+        if typing is None:
+            return
+        token = typing.group("token")
+        quoted = token.startswith('"')
+        if quoted:
+            typed = token[1:]
+        else:
+            body = token
+            # An odd number of backslashes at the end: the last escapes what comes next (a
+            # space, as in `@my\` on the way to `@my\ notes.txt`).
+            pending = (len(body) - len(body.rstrip("\\"))) % 2 == 1
+            typed = _ESCAPED.sub(r"\1", body[:-1] if pending else body) + (" " if pending else "")
+        inner = Document(typed, len(typed))
+        for completion in self.paths.get_completions(inner, complete_event):
+            name = typed[: len(typed) + completion.start_position] + completion.text
+            if quoted:  # a folder stays open: more may follow
+                folder = completion.display_text.endswith("/")
+                replacement = f'"{name}' if folder else f'"{name}"'
+            else:
+                replacement = escape_path(name)
+            # The whole `@…` is written again, in a form that attaches as it stands.
+            yield Completion(
+                replacement,
+                start_position=-len(token),
+                display=completion.display,
+            )
 
 
 def key_bindings() -> KeyBindings:

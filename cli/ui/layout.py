@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 
 from rich.cells import cell_len
+from rich.console import Console, ConsoleDimensions
 
 
 def terminal_width(stream: object) -> int | None:
@@ -22,6 +23,29 @@ def terminal_width(stream: object) -> int | None:
         return os.get_terminal_size(fd).columns or None
     except (AttributeError, ValueError, OSError):
         return None
+
+
+class FittedConsole(Console):
+    """A console as wide as its terminal, TERM=dumb too. rich takes 80 columns on a dumb
+    terminal (Emacs' shell, whose window may be 60 wide), and the terminal then breaks each
+    longer line mid-word; here the width is the terminal's, asked each time, as a resized
+    window changes it (or COLUMNS when the terminal does not say). A size given to the
+    console (tests, `size =`) stands."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dimensions = super().size
+        if self.is_dumb_terminal and (self._width is None or self._height is None):
+            # The terminal's own size first (Emacs sets it, and resizes it); else COLUMNS,
+            # which rich read at start and then set aside for the dumb terminal's 80.
+            width = terminal_width(self.file) or self._width
+            if width:
+                return ConsoleDimensions(width, dimensions.height)
+        return dimensions
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
 
 
 def hanging(lead: str, text: str, width: int, indent: int | None = None) -> list[str]:

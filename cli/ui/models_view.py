@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from cli.catalog import ModelRow
@@ -9,23 +10,32 @@ from cli.tools.fsops import human_size
 from cli.ui.cards import short_tokens
 from cli.ui.text import sanitize
 
-HEADER = ("NAME", "SIZE", "PARAMS", "QUANT", "CONTEXT", "CAPABILITIES", "LOADED")
+HEADER = ("NAME", "SIZE", "PARAMS", "QUANT", "CONTEXT", "TOOLS", "CAPABILITIES", "LOADED")
 SHOWN_CAPABILITIES = ("tools", "thinking", "vision")
-NO_TOOLS = "no tools"
+NOTE_WIDTH = 88  # the notes under the table, wrapped
+# What each word of the TOOLS column means, said under the table when a model shows it.
+TOOL_WORDS = {
+    "prompt": "prompt: the model has no tool support of its own; the system prompt describes "
+    "the tools and the agent reads its calls from the answer (agent.tool_mode)",
+    "none": "none: no tools (agent.tool_mode is native and the model has no tool support, or "
+    "the policy enables none): the model answers as plain chat; it cannot read or change files",
+}
 
 
 def model_table(rows: Sequence[ModelRow]) -> list[str]:
     """The header and one line a model. Names and details come from the server: each is
-    sanitised before it reaches the terminal. A model without tool support says so."""
+    sanitised before it reaches the terminal. TOOLS says how the agent gives the model its
+    tools (native, prompt or none), and a note under the table what prompt and none mean."""
     cells = [HEADER, *(_cells(row) for row in rows)]
     widths = [max(len(line[i]) for line in cells) for i in range(len(HEADER))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
     ]
-    if any(row.supports_tools is False for row in rows):
-        lines.append(
-            f"\n{NO_TOOLS}: the model answers as plain chat; it cannot read or change files"
-        )
+    notes = [TOOL_WORDS[w] for w in TOOL_WORDS if any(row.tools == w for row in rows)]
+    if notes:
+        lines.append("")
+    for note in notes:
+        lines += textwrap.wrap(note, NOTE_WIDTH, subsequent_indent="  ")
     return lines
 
 
@@ -36,6 +46,7 @@ def _cells(row: ModelRow) -> tuple[str, ...]:
         sanitize(row.parameter_size or "-"),
         sanitize(row.quantization or "-"),
         short_tokens(row.context_length) if row.context_length else "-",
+        row.tools or "?",
         _capabilities(row),
         _loaded(row),
     )
@@ -45,9 +56,7 @@ def _capabilities(row: ModelRow) -> str:
     if row.capabilities is None:
         return f"? ({sanitize(row.problem)})" if row.problem else "?"
     shown = [c for c in SHOWN_CAPABILITIES if c in row.capabilities]
-    if "tools" not in row.capabilities:
-        shown.insert(0, f"✗ {NO_TOOLS}")
-    return ", ".join(shown)
+    return ", ".join(shown) or "-"
 
 
 def _loaded(row: ModelRow) -> str:

@@ -4,9 +4,10 @@ a tool or the user's keys do ends it, except /exit, /bye and Ctrl-D."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,16 +22,40 @@ from cli.backends.messages import Message, ToolCall, closest_models
 from cli.config import THINK_LEVELS
 from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
+from cli.images import (
+    Image,
+    cannot_see,
+    image_note,
+    is_image_name,
+    read_image,
+    sees_images,
+    unknown_sight,
+)
+from cli.paths import display_path
 from cli.sessions import SessionStore, conversation_turns, timestamp_name
+from cli.tools.fsops import human_size
 from cli.ui.approve import ChatApprover
-from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
+from cli.ui.editor import (
+    ChatCompleter,
+    history_at,
+    literal_text,
+    make_prompt,
+    mentions,
+    strip_block,
+)
 from cli.ui.render import ChatRenderer
 from cli.ui.text import plural, sanitize, shorten_text
 
 THINK_CHOICES = ("on", "off", *THINK_LEVELS)
-# `@path` at the start of the message or after a space; trailing punctuation is not part of it.
-_ATTACHMENT = re.compile(r"(?:(?<=\s)|^)@(\S+?)[,;:!?.)]*(?=\s|$)")
+# A refusal the policy makes by the name alone, whether or not the file is there: said at
+# once, so that an `@path` never tells whether a hidden file exists.
+_HIDDEN_RULES = frozenset({"sensitive", "blocked_dir"})
+# An `@word` a person may have meant as a file (`@notse.md`, `@src/app`), not a decorator or
+# a handle (`@dataclass`, `@app.route("/")`): when it names nothing, a dim line says so.
+_LOOKS_LIKE_A_PATH = re.compile(r"(?=[\w.~/ -]+$)(?:.*/|.*\.[A-Za-z0-9]{1,5}$)")
 _NOT_SENT = "the message was not sent (it is back in the input)"
+# What `attach` appends: a `<file …>` block for each file, then an `<image …/>` line each.
+_ATTACHED_BLOCKS = re.compile(r'\n\n<(?:file|image) path="[^"\n]*"[^>\n]*>.*\Z', re.DOTALL)
 REPLAYED_TURNS = 3  # turns shown again on --resume and /load
 
 
@@ -70,6 +95,10 @@ class ChatSession:
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
         self._prefill = ""
+        self._images: list[Image] = []  # the images the message being sent attaches
+        # The last message sent: its text with attachments, as typed, and its turn in the
+        # change store (/retry and /edit say what it changed).
+        self._last_sent: tuple[str, str, str] | None = None
         # `@path` completion offers only what the policy would let the chat attach.
         self.completer = ChatCompleter(
             COMMANDS, agent.policy.cwd, self._completions_for, hides=agent.policy.hides
@@ -127,7 +156,15 @@ class ChatSession:
         if message is None:
             self._prefill = text  # nothing is lost: the message waits at the prompt
             return
-        events = self.agent.run(self.conversation, message)
+        images, self._images = [image.data for image in self._images], []
+        self.answer(message, typed=text, images=images)
+
+    def answer(self, message: str, *, typed: str, images: Sequence[str] = ()) -> None:
+        """One turn of the agent loop for `message` and its `images` (`typed`: what the user
+        typed of it, before attachments: /edit gives it back)."""
+        changes = self.agent.context.changes
+        events = self.agent.run(self.conversation, message, images)
+        self._last_sent = (message, typed, changes.turn if changes is not None else "")
         if self.audit_log is not None:
             events = audited(events, self.audit_log)  # closing it closes the loop too
         self.renderer.begin(self.agent.settings.model)
@@ -146,16 +183,59 @@ class ChatSession:
             self.autosave()
 
     def attach(self, text: str) -> str | None:
-        """The message with each `@path`'s content appended, read through the same policy
-        and limits as read_file; None (after saying why) if one cannot be attached."""
+        """The message with the content of each `@path` that names a file appended, read
+        through the same policy and limits as read_file; None (after saying why) if one
+        cannot be attached. What a careful user expects:
+
+        - `@word` that names nothing (`@dataclass`, `@Override`, `@types/node`, `@bob`) is
+          text, sent as typed; one that looks like a path gets a dim line saying so;
+        - `@path` the policy hides (a secret, a blocked dir) is refused loudly and nothing is
+          sent, whether or not the file exists — the answer never tells which;
+        - `@path` that names a file (or a directory: it exists, and cannot be attached) is
+          attached, or refused with the reason, and nothing is sent;
+        - `@@word` is the text `@word` (editor.mentions has the grammar)."""
         blocks: list[str] = []
-        for path in dict.fromkeys(m.group(1) for m in _ATTACHMENT.finditer(text)):
+        self._images = []
+        attached: set[str] = set()
+        for mention in mentions(text):
+            path = mention.path
+            if path is None or path in attached:
+                continue
+            shown_as = sanitize(mention.typed.rstrip(",;:!?.)"))
+            kind = self._mention_kind(path)
+            if kind == "off":
+                self.say(
+                    f"{shown_as}: read_file is off in this policy, so nothing is attached; "
+                    "sent as text",
+                    "dim",
+                )
+                continue
+            if kind != "file":
+                if kind != "text":  # hidden: refused by its name alone
+                    self.renderer.error(
+                        f"{shown_as} not attached: {kind}; {_NOT_SENT}; @{shown_as} sends it "
+                        "as text"
+                    )
+                    return None
+                if _LOOKS_LIKE_A_PATH.match(path):  # a typo, perhaps: say it went as text
+                    self.say(f"{shown_as} names no file: sent as text", "dim")
+                continue
+            attached.add(path)
+            if is_image_name(path):  # an image goes to a vision model as one (cli/images.py)
+                if not self._attach_image(path):
+                    return None
+                continue
             result, decided = self._read_for_attachment(path)
+            escape = f"@{shown_as} sends it as text"
             if not decided.allowed:
-                self.renderer.error(f"@{path} not attached: {decided.reason}; {_NOT_SENT}")
+                self.renderer.error(
+                    f"{shown_as} not attached: {decided.reason}; {_NOT_SENT}; {escape}"
+                )
                 return None
             if not result.get("success"):
-                self.renderer.error(f"@{path} not attached: {result.get('error')}; {_NOT_SENT}")
+                self.renderer.error(
+                    f"{shown_as} not attached: {result.get('error')}; {_NOT_SENT}; {escape}"
+                )
                 return None
             shown = self.agent.context.show(str(result.get("path", path)))
             note = ""
@@ -164,9 +244,53 @@ class ChatSession:
                 note = f" (lines {first}-{last} of {result.get('lines')})"
             blocks.append(f'<file path="{shown}"{note}>\n{result.get("content", "")}</file>')
             self.console.print(Text(f"📎 attached {sanitize(shown)}{note}", style="dim"))
+        text = literal_text(text)
+        if self._images:
+            blocks.append(image_note(self._images))
         if not blocks:
             return text
         return text + "\n\n" + "\n\n".join(blocks)
+
+    def _attach_image(self, path: str) -> bool:
+        """`@shot.png`: the image joins the message for a model that can see (said, or the
+        server does not say); False, after one line saying why, if it cannot be sent."""
+        try:
+            sight = sees_images(self.agent.model_info())
+        except AgentError as exc:
+            self.renderer.error(f"@{path} not attached: {exc.message}; {_NOT_SENT}")
+            return False
+        if sight is False:
+            why = cannot_see(self.agent.settings.model)
+            self.renderer.error(f"@{path} not attached: {why}; {_NOT_SENT}")
+            return False
+        attached = read_image(self.agent, path)
+        if self.audit_log is not None:
+            self.audit_log.record(attached.record)
+        if attached.image is None:
+            self.renderer.error(f"@{path} not attached: {attached.error}; {_NOT_SENT}")
+            return False
+        image = attached.image
+        if sight is None and not self._images:
+            self.say(unknown_sight(self.agent.settings.model), "yellow")
+        self._images.append(image)
+        size = human_size(image.size)
+        self.console.print(Text(f"📎 attached {sanitize(image.path)} (image, {size})", style="dim"))
+        return True
+
+    def _mention_kind(self, path: str) -> str:
+        """What `@path` is: "file" (its name is in the file system: to attach), "text" (it
+        names nothing, or cannot be a path), "off" (read_file is off: nothing attaches, and
+        nothing is looked at), or the policy's reason for a path it hides (a
+        secret, a blocked dir), decided on the name before anything looks at the disk."""
+        decision = self.agent.policy.decide("read_file", {"path": path})
+        if decision.action == "deny" and decision.rule in _HIDDEN_RULES:
+            return decision.reason
+        if decision.rule == "disabled":  # attachments are off: nothing is looked at
+            return "off"
+        resolved = decision.paths.get("path")
+        if resolved is None:  # not a path at all (bad_path): text
+            return "text"
+        return "file" if os.path.lexists(resolved.entry) else "text"
 
     def _read_for_attachment(self, path: str) -> tuple[dict[str, Any], ToolDecided]:
         """read_file as the model would call it: same policy, approver, limits and audit."""
@@ -181,8 +305,8 @@ class ChatSession:
     def autosave(self) -> None:
         """Keep every conversation on disk, so a crash or a dead server loses nothing and
         `agent chat --resume` picks it up."""
-        if not any(m.get("role") == "user" for m in self.conversation):
-            return
+        if self.saved_at is None and not any(m.get("role") == "user" for m in self.conversation):
+            return  # nothing said yet (once saved, it is kept in step: /edit drops a turn)
         try:
             self.saved_at = self.store.save(
                 self.session_name,
@@ -236,6 +360,7 @@ class ChatSession:
             self.say("no saved session yet: starting a new one", "dim")
             return
         self.conversation = list(session.messages)
+        self._last_sent = None
         self.session_name = session.name
         self.saved_at = self.store.path(session.name)
         self.agent.context.memory.clear()  # what it read then may have changed since
@@ -270,6 +395,53 @@ class ChatSession:
             if turn.answer:
                 self.say(shorten_text(turn.answer, 400))
 
+    def last_prompt(self) -> int | None:
+        """Where the last message the user sent is in the conversation (None: none yet)."""
+        for index in range(len(self.conversation) - 1, -1, -1):
+            if self.conversation[index].get("role") == "user":
+                return index
+        return None
+
+    def refused_message(self) -> str | None:
+        """The text as typed of the last message sent, if the conversation did not keep it
+        (too large for the model's context: the loop refused it); None when it kept it."""
+        if self._last_sent is None:
+            return None
+        index = self.last_prompt()
+        kept = index is not None and self.conversation[index].get("content") == self._last_sent[0]
+        return None if kept else self._last_sent[1]
+
+    def drop_from(self, index: int) -> tuple[str, str, list[str]]:
+        """Drop the message at `index` and all that followed it; its text as sent and as
+        typed, and its images. Says which files the dropped turn changed: those stay."""
+        images = [str(i) for i in self.conversation[index].get("images") or []]
+        sent = str(self.conversation[index].get("content") or "")
+        typed, turn = _typed_text(sent), ""
+        if self._last_sent is not None and self._last_sent[0] == sent:
+            _, typed, turn = self._last_sent
+        dropped = self.conversation[index:]
+        del self.conversation[index:]
+        self._last_sent = None
+        changes = self.agent.context.changes
+        records = changes.changes_of_turn(turn) if changes is not None and turn else []
+        if records:
+            cwd = self.agent.policy.cwd
+            files = list(dict.fromkeys(display_path(c.path, cwd) for c in records))
+            self.say(
+                f"the dropped answer's changes stay: {', '.join(files)} "
+                f"(/undo {records[0].id} turn takes them back)",
+                "yellow",
+            )
+        else:
+            changed = [f for t in conversation_turns(dropped) for f in t.changed]
+            if changed:
+                self.say(
+                    f"the dropped answer's changes stay: {', '.join(dict.fromkeys(changed))} "
+                    "(/undo takes them back)",
+                    "yellow",
+                )
+        return sent, typed, images
+
     def switch_model(self, name: str) -> None:
         previous = self.agent.settings
         self.agent.settings = replace(previous, model=name)
@@ -293,7 +465,9 @@ def _help(session: ChatSession, _argument: str) -> bool:
     lines.append("")
     for keys in (
         'Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
-        "@path attaches a file · Tab completes commands and paths · ↑/↓ history",
+        '@path attaches a file (a name with spaces: @"my notes.txt" or @my\\ notes.txt; '
+        "an @word that names no file is text; @@word is the text @word) · Tab completes "
+        "commands and paths · ↑/↓ history",
         "Ctrl-C or Esc stops the answer · Ctrl-C clears the line · Ctrl-D quits",
         "confirmations: y yes · n no (then an optional reason) · a always for this tool "
         "in this session · d every change under that directory in this session · "
@@ -309,11 +483,32 @@ def _exit(_session: ChatSession, _argument: str) -> bool:
 
 
 def _clear(session: ChatSession, _argument: str) -> bool:
+    """A new conversation under a new name, saved from its first turn on. The one left stays
+    saved under its own name, said here; leaving later names only a session that exists."""
+    kept = session.session_name if session.saved_at is not None else None
     session.conversation = []
+    session._last_sent = None
     session.agent.context.memory.clear()
-    session.session_name = timestamp_name()
-    session.say("new conversation", "dim")
+    session.session_name = _fresh_name(session.store, kept or session.session_name)
+    session.saved_at = None  # the new name has nothing saved under it yet
+    if kept is None:
+        session.say("new conversation", "dim")
+    else:
+        session.say(
+            f"new conversation; the last one is saved as {kept} (/load {kept} brings it back)",
+            "dim",
+        )
     return True
+
+
+def _fresh_name(store: SessionStore, taken: str) -> str:
+    """The time as a session name, one no saved session has and not `taken`: a /clear in the
+    second the last conversation started must not save over it."""
+    base = name = timestamp_name()
+    number = 2
+    while name == taken or store.exists(name):
+        name, number = f"{base}-{number}", number + 1
+    return name
 
 
 def _model(session: ChatSession, argument: str) -> bool:
@@ -412,7 +607,8 @@ def _think(session: ChatSession, argument: str) -> bool:
 
 def _save(session: ChatSession, argument: str) -> bool:
     force = argument.endswith("!")
-    name = argument.removesuffix("!").strip() or timestamp_name()
+    # Without a name: this session, under the name it autosaves to (not a second copy).
+    name = argument.removesuffix("!").strip() or session.session_name
     if name != session.session_name and session.store.exists(name) and not force:
         session.renderer.error(
             f"a saved session named {name} exists; /save {name}! replaces it, or choose "
@@ -448,7 +644,7 @@ def _undo(session: ChatSession, argument: str, *, redo: bool = False) -> bool:
     numbers = [w.lstrip("#") for w in words if w.lstrip("#").isdigit()]
     flags = {w.lstrip("-") for w in words if not w.lstrip("#").isdigit()}
     if len(numbers) > 1 or not flags <= ({"all"} if redo else {"turn", "all"}):
-        usage = "/redo [all]" if redo else "/undo [ID] [turn] [all] (ids: `agent history`)"
+        usage = "/redo [all]" if redo else "/undo [ID] [turn] [all] (ids: /history)"
         session.renderer.error(f"usage: {usage}")
         return True
 
@@ -465,6 +661,7 @@ def _undo(session: ChatSession, argument: str, *, redo: bool = False) -> bool:
         turn="turn" in flags,
         everywhere="all" in flags,
         redo=redo,
+        chat=True,
     )
     # The model last saw the files as they were; after the undo it must read them again.
     for change in done:
@@ -490,6 +687,106 @@ def _turns(session: ChatSession, _argument: str) -> bool:
         session.say(f"     model{tools}: {shorten_text(turn.answer, 90)}", "dim")
     if not turns:
         session.say("nothing yet", "dim")
+    return True
+
+
+def _diff(session: ChatSession, argument: str) -> bool:
+    """What this chat changed (undos included) as one unified diff; `/diff PATH`: one file,
+    or what is under a directory."""
+    from cli.paths import PathError, resolve_path
+    from cli.ui.changes_view import session_diff
+
+    store = session.agent.context.changes
+    if store is None:
+        session.renderer.error("no change journal in this session: nothing to diff")
+        return True
+    policy = session.agent.policy
+    only = None
+    if argument:
+        try:
+            only = resolve_path(argument, policy.cwd, policy.home).real
+        except PathError as exc:
+            session.renderer.error(f"/diff {sanitize(argument)}: {exc}")
+            return True
+    lines = session_diff(store, store.session, policy.cwd, only)
+    if not lines:
+        where = f" to {argument}" if argument else ""
+        session.say(f"no changes{where} in this chat (`agent history` lists earlier ones)", "dim")
+        return True
+    for line in lines:
+        style = {"+": "green", "-": "red", "@": "cyan", "#": "yellow"}.get(line[:1], "")
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        session.console.print(Text(sanitize(line, multiline=True), style=style), soft_wrap=True)
+    return True
+
+
+def _retry(session: ChatSession, argument: str) -> bool:
+    """Send the last message again (its attachments as they were), dropping the answer."""
+    if argument:
+        session.renderer.error("usage: /retry (sends your last message again)")
+        return True
+    if session.refused_message() is not None:
+        session.renderer.error(
+            "your last message was not kept (see why above): /edit puts it back in the input"
+        )
+        return True
+    index = session.last_prompt()
+    if index is None:
+        session.say("nothing to retry: no message sent yet", "dim")
+        return True
+    session.say("sending your last message again; its last answer is dropped", "dim")
+    sent, typed, images = session.drop_from(index)
+    session.answer(sent, typed=typed, images=images)
+    return True
+
+
+def _edit(session: ChatSession, argument: str) -> bool:
+    """The last message back in the input, to change and send; what followed it is dropped."""
+    if argument:
+        session.renderer.error("usage: /edit (puts your last message back in the input)")
+        return True
+    refused = session.refused_message()
+    if refused is not None:  # nothing of it is in the conversation: nothing to drop
+        session._last_sent = None
+        session._prefill = refused
+        session.say("your last message is back in the input (Enter sends it)")
+        return True
+    index = session.last_prompt()
+    if index is None:
+        session.say("nothing to edit: no message sent yet", "dim")
+        return True
+    _sent, typed, _images = session.drop_from(index)
+    session.say("your last message is back in the input (Enter sends it); its answer is dropped")
+    session._prefill = typed
+    session.autosave()
+    return True
+
+
+def _typed_text(sent: str) -> str:
+    """A message as typed: what `attach` appended (each `<file …>` block) left out."""
+    cut = _ATTACHED_BLOCKS.search(sent)
+    return sent[: cut.start()] if cut else sent
+
+
+def _history(session: ChatSession, argument: str) -> bool:
+    """The change journal's latest N records (30), as `agent history` lists them: one word,
+    one meaning (the conversation's turns are /turns)."""
+    from cli.ui.changes_view import history_rows
+
+    store = session.agent.context.changes
+    if store is None:
+        session.renderer.error("no change journal in this session: no history of changes")
+        return True
+    if argument and not (argument.isdigit() and int(argument) > 0):
+        session.renderer.error("usage: /history [N] (the latest N changes; the turns: /turns)")
+        return True
+    changes = store.history()[-int(argument or 30) :]
+    if not changes:
+        session.say("no changes recorded yet (/turns lists the conversation's turns)", "dim")
+        return True
+    session.say("\n".join(history_rows(changes, session.agent.policy.cwd)))
+    session.say("/undo ID takes one back · /turns lists the conversation's turns", "dim")
     return True
 
 
@@ -521,10 +818,16 @@ def _compact(session: ChatSession, argument: str) -> bool:
                     break
         finally:
             session.renderer.close()
-        if not summary:
-            session.renderer.error("the model sent no summary; nothing was compacted")
-            return True
-    session.say(agent.compaction_notice(agent.compact(conversation, summary)), "dim")
+    done = agent.compact(conversation, summary)
+    if not done.did:
+        session.say(
+            "nothing could be left out: what is sent is the current message and its latest step",
+            "dim",
+        )
+        return True
+    session.say(agent.compaction_notice(done), "dim")
+    if summary and not done.summarised:
+        session.say("the summary is not kept: no turn or step was left out whole", "dim")
     return True
 
 
@@ -543,10 +846,21 @@ COMMANDS: dict[str, Command] = {
     "/save": Command("/save [NAME]", "save the conversation", _save),
     "/load": Command("/load NAME", "load a saved conversation", _load),
     "/turns": Command("/turns", "the turns so far, and which changed files", _turns),
+    "/diff": Command(
+        "/diff [PATH]", "this chat's changes as one unified diff (or one file's)", _diff
+    ),
+    "/retry": Command(
+        "/retry", "send your last message again, dropping its answer (changes stay)", _retry
+    ),
+    "/edit": Command(
+        "/edit", "put your last message back in the input to change; drops what followed", _edit
+    ),
     "/compact": Command(
         "/compact [summary]", "leave old tool results and turns out now (with a summary)", _compact
     ),
-    "/history": Command("/history", "the same as /turns", _turns),
+    "/history": Command(
+        "/history [N]", "the changes to files, as `agent history` (turns: /turns)", _history
+    ),
     "/undo": Command(
         "/undo [ID|turn|all]", "take back the last change (a turn; #ID; anywhere)", _undo
     ),

@@ -130,6 +130,11 @@ class RunTrace:
         self.record = record
         self.show_thinking = show_thinking
         self._in_thinking = False
+        # For a run cut short (Ctrl-C), which no Finished event sums up: when it started,
+        # and whether a model call is under way (it streamed) that no StepFinished counted.
+        self._clock = clock
+        self._started = clock()
+        self._step_open = False
         # This step's text so far, and what streamed onto stdout in this step and the last
         # one: kept in pieces (an answer of 20,000 chunks is not copied 20,000 times).
         self._content: list[str] = []
@@ -210,6 +215,7 @@ class RunTrace:
             if live:
                 self._status.quiet()
             self._content.append(event.text)
+            self._step_open = True
             if self._answer is not None and (self._answer.active or event.text.strip()):
                 self._answer.feed(event.text)
                 self._step_text.append(event.text)
@@ -217,6 +223,7 @@ class RunTrace:
                 self._status.expect(waiting)
             return
         if isinstance(event, ThinkingDelta):
+            self._step_open = True
             if self.show_thinking:
                 self._settle(end_thinking=False)
                 self._in_thinking = True
@@ -258,6 +265,8 @@ class RunTrace:
             self._status.expect(waiting)
         elif isinstance(event, StepFinished):
             self.record.steps = event.step
+            self.record.stats = self.record.stats + event.stats
+            self._step_open = False
             self._content = []
             self._last_text, self._step_text = "".join(self._step_text), []
         elif isinstance(event, Finished):
@@ -299,6 +308,17 @@ class RunTrace:
             self._end_thinking()
         if self._answer is not None and self._answer.active:
             self._answer.finish()
+
+    def cut_short(self) -> RunRecord:
+        """The record of a run Ctrl-C ended, which no Finished event filled in: the model
+        calls made (the one that was streaming included), the usage of those that ended,
+        the wall time so far, and the text of the step that was cut."""
+        record = self.record
+        record.steps += 1 if self._step_open else 0
+        self._step_open = False
+        record.wall_time = self._clock() - self._started
+        record.answer = self.partial_answer
+        return record
 
     @property
     def partial_answer(self) -> str:

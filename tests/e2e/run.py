@@ -8,6 +8,7 @@ log) go to a fresh temp dir, printed at the start. Exit 0 when every task passed
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import server
+import server_work
 import smoke
 import tasks
 
@@ -23,13 +25,18 @@ def main() -> int:
     start = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="metona-e2e-"))
     print(f"[e2e] scratch {scratch}", flush=True)
+    log_path = scratch / "server.log"
     try:
-        with server.llama_server(n_ctx=4096, log_path=scratch / "server.log") as base_url:
+        with (
+            server.llama_server(n_ctx=4096, log_path=log_path) as base_url,
+            server_work.Recorder(base_url) as recorder,
+        ):
             status = smoke.run(base_url) if "--smoke" in sys.argv[1:] else 0
-            outcomes = tasks.run_all(base_url, scratch)
+            outcomes = tasks.run_all(base_url, scratch, recorder, log_path)
             failed = [o.name for o in outcomes if not o.passed]
             print(f"[e2e] {len(outcomes) - len(failed)} passed, {len(failed)} failed")
             status = status or (1 if failed else 0)
+        report_server_work(outcomes, log_path, scratch / "server-work.json")
     except server.ServerError as exc:
         print(f"[e2e] error: {exc}", file=sys.stderr)
         return 1
@@ -38,6 +45,26 @@ def main() -> int:
         return 130
     print(f"[e2e] {'passed' if status == 0 else 'FAILED'} in {time.monotonic() - start:.1f}s")
     return status
+
+
+def report_server_work(outcomes: list[tasks.Outcome], log_path: Path, kept: Path) -> None:
+    """The server's prompt evaluation per task, from its log (read once it has stopped),
+    against the new tokens; printed, not part of the exit status. Each task's requests and
+    counts are kept in `kept`."""
+    log = log_path.read_bytes().decode("latin-1")  # one character a byte: offsets hold
+    ends = [o.log_start for o in outcomes[1:]] + [len(log)]
+    try:
+        works = [
+            server_work.measure(o.name, o.bodies, log, o.log_start, end)
+            for o, end in zip(outcomes, ends, strict=True)
+        ]
+    except (RuntimeError, OSError, ValueError) as exc:
+        print(f"[e2e] server work: not measured: {exc}")
+        return
+    for line in server_work.report(works):
+        print(f"[e2e] {line}")
+    detail = [{**vars(w), "bodies": o.bodies} for w, o in zip(works, outcomes, strict=True)]
+    kept.write_text(json.dumps(detail, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ class Outcome:
     passed: bool
     seconds: float
     notes: list[str] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # the chat requests it sent
+    log_start: int = 0  # the server log's size in bytes when it started
 
 
 class Check:
@@ -267,12 +269,20 @@ TASKS: list[tuple[str, Callable[[str, Path], Check]]] = [
 ]
 
 
-def run_all(base_url: str, root: Path) -> list[Outcome]:
+def run_all(
+    base_url: str, root: Path, recorder: Any = None, log_path: Path | None = None
+) -> list[Outcome]:
+    """Every task in turn; with a `recorder` (server_work.Recorder), through it, each
+    outcome keeping the chat requests its task sent and where its part of `log_path` starts."""
     outcomes = []
+    url = recorder.url if recorder is not None else base_url
     for name, task in TASKS:
+        log_start = log_path.stat().st_size if log_path is not None else 0
         started = time.monotonic()
-        check = task(base_url, root)
+        check = task(url, root)
         outcome = Outcome(name, not check.failures, time.monotonic() - started, check.notes)
+        outcome.log_start = log_start
+        outcome.bodies = recorder.take() if recorder is not None else []
         outcome.notes += [f"FAILED: {f}" for f in check.failures]
         print(f"[e2e] {'ok  ' if outcome.passed else 'FAIL'} {name} ({outcome.seconds:.0f}s)")
         for note in outcome.notes:

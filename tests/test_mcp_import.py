@@ -1,0 +1,186 @@
+"""`agent mcp import FILE --into CONFIG` (issue 21): the servers merged into the config file
+itself, comments and other keys kept, atomically; README's recipes in README's order."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cli.config import parse_config
+from cli.errors import UsageError
+from cli.mcp.merging import merge_servers
+from tests.conftest import RunCli
+
+SERVERS = {
+    "mcpServers": {
+        "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone", "UTC"]},
+        "github": {
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-github"],
+            "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_real_secret"},
+        },
+    }
+}
+
+
+@pytest.fixture
+def claude(workspace: Path) -> Path:
+    path = workspace / "claude.json"
+    path.write_text(json.dumps(SERVERS))
+    return path
+
+
+def test_readme_recipe_init_then_import_into_the_config(
+    run_cli: RunCli, claude: Path, home: Path
+) -> None:
+    """After `agent init`, `agent mcp import … >> config.yaml` made a config that no longer
+    loads ("key 'mcp' appears twice"); `--into` merges into the file, comments kept."""
+    assert run_cli("init").code == 0
+    config = home / ".config/metona-agent/config.yaml"
+    before = config.read_text()
+    r = run_cli("mcp", "import", str(claude), "--into", str(config))
+    assert r.code == 0, r.stderr
+    assert "added to" in r.stderr and "time, github" in r.stderr
+    assert "set $GITHUB_PERSONAL_ACCESS_TOKEN in the environment" in r.stderr
+    after = config.read_text()
+    assert "ghp_real_secret" not in after
+    # Every comment line of the file agent init wrote is still there, in the same order.
+    comments = [line for line in before.splitlines() if line.lstrip().startswith("#")]
+    kept = [line for line in after.splitlines() if line.lstrip().startswith("#")]
+    assert [c for c in kept if c in comments] == comments
+    # It loads (no key twice), with the servers and every other setting as before.
+    loaded = parse_config(after, str(config))
+    assert set(loaded.mcp.servers) == {"time", "github"}
+    assert loaded.mcp.servers["time"].args == ["mcp-server-time", "--local-timezone", "UTC"]
+    old, new = yaml.safe_load(before), yaml.safe_load(after)
+    new["mcp"]["servers"] = {}
+    assert old == new
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    # And the agent takes it: `agent mcp list` reads the file without a config error.
+    listed = run_cli("config", "-c", str(config))
+    assert listed.code == 0, listed.stderr
+
+
+def test_the_old_recipe_appending_to_an_init_config_is_what_failed(
+    run_cli: RunCli, claude: Path, home: Path
+) -> None:
+    run_cli("init")
+    config = home / ".config/metona-agent/config.yaml"
+    with config.open("a") as out:
+        out.write(run_cli("mcp", "import", str(claude)).stdout)
+    r = run_cli("config", "-c", str(config))
+    assert r.code == 2 and "key 'mcp' appears twice" in r.stderr
+
+
+def test_a_name_clash_is_refused_and_nothing_written(
+    run_cli: RunCli, claude: Path, workspace: Path
+) -> None:
+    config = workspace / "c.yaml"
+    config.write_text("# mine\nmcp:\n  servers:\n    time:\n      command: my-time  # keep\n")
+    before = config.read_bytes()
+    r = run_cli("mcp", "import", str(claude), "--into", str(config))
+    assert r.code == 2
+    assert "mcp.servers already has time; nothing was written" in r.stderr
+    assert config.read_bytes() == before
+
+
+def test_into_a_file_without_mcp_appends_a_section(
+    run_cli: RunCli, claude: Path, workspace: Path
+) -> None:
+    config = workspace / "c.yaml"
+    config.write_text("ollama:\n  model: llama3.1:8b  # mine\n")
+    assert run_cli("mcp", "import", str(claude), "--into", "c.yaml").code == 0
+    text = config.read_text()
+    assert text.startswith("ollama:\n  model: llama3.1:8b  # mine\n\nmcp:\n  servers:\n")
+    loaded = parse_config(text, "c.yaml")
+    assert loaded.ollama.model == "llama3.1:8b" and set(loaded.mcp.servers) == {"time", "github"}
+
+
+def test_into_a_missing_file_creates_it(run_cli: RunCli, claude: Path, workspace: Path) -> None:
+    assert run_cli("mcp", "import", str(claude), "--into", "new/c.yaml").code == 0
+    config = workspace / "new/c.yaml"
+    assert set(parse_config(config.read_text(), "c").mcp.servers) == {"time", "github"}
+
+
+def test_into_goes_through_a_symlink_to_the_file(
+    run_cli: RunCli, claude: Path, workspace: Path
+) -> None:
+    real = workspace / "dotfiles/config.yaml"
+    real.parent.mkdir()
+    real.write_text("mcp:\n  servers: {}  # none yet\n")
+    os.chmod(real, 0o640)
+    link = workspace / "config.yaml"
+    link.symlink_to(real)
+    assert run_cli("mcp", "import", str(claude), "--into", "config.yaml").code == 0
+    assert link.is_symlink()
+    assert real.read_text().startswith("mcp:\n  servers:  # none yet\n    # MCP servers imported")
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640  # its mode kept
+
+
+@pytest.mark.parametrize(
+    ("text", "expected_start"),
+    [
+        # servers in a block: the new ones after the last, at the same indentation
+        (
+            "mcp:\n    servers:\n        a:\n            command: x\n\n        # end\nollama:\n"
+            "    model: m\n",
+            "mcp:\n    servers:\n        a:\n            command: x\n\n        # end\n        # c\n"
+            "        b:\n          command: y\nollama:\n",
+        ),
+        # mcp without servers: servers made first in it
+        (
+            "mcp:\n  # about mcp\nollama:\n  model: m\n",
+            "mcp:\n  servers:\n    # c\n    b:\n      command: y\n  # about mcp\nollama:\n",
+        ),
+        # mcp: {} on one line
+        ("mcp: {}  # empty\n", "mcp:  # empty\n  servers:\n    # c\n    b:\n"),
+    ],
+    ids=["block", "no-servers", "empty-flow-mcp"],
+)
+def test_merge_layouts(text: str, expected_start: str) -> None:
+    merged = merge_servers(text, {"b": {"command": "y"}}, ["# c"], "c.yaml")
+    assert merged.text.startswith(expected_start), merged.text
+    assert yaml.safe_load(merged.text)["mcp"]["servers"]["b"] == {"command": "y"}
+
+
+def test_a_one_line_servers_mapping_is_refused_not_rewritten() -> None:
+    text = "mcp: {servers: {a: {command: x}}}\n"
+    with pytest.raises(UsageError, match="written on one line"):
+        merge_servers(text, {"b": {"command": "y"}}, [], "c.yaml")
+
+
+def test_crlf_files_stay_crlf() -> None:
+    text = "# mine\r\nmcp:\r\n  servers: {}\r\n"
+    merged = merge_servers(text, {"b": {"command": "y"}}, ["# c"], "c.yaml")
+    assert merged.text == (
+        "# mine\r\nmcp:\r\n  servers:\r\n    # c\r\n    b:\r\n      command: y\r\n"
+    )
+
+
+def test_hostile_names_stay_inside_their_comments_in_the_config(
+    run_cli: RunCli, workspace: Path
+) -> None:
+    hostile = {
+        "mcpServers": {
+            "x\npolicy:\n  confirm: none\n#": {"type": "sse", "url": "http://h/sse"},
+            "y\u2028policy: {confirm: none}": {"command": "true"},
+        }
+    }
+    (workspace / "h.json").write_text(json.dumps(hostile))
+    config = workspace / "c.yaml"
+    config.write_text("policy:\n  confirm: all  # mine\nmcp:\n  servers: {}\n")
+    r = run_cli("mcp", "import", "h.json", "--into", "c.yaml")
+    assert r.code == 0, r.stderr
+    loaded = parse_config(config.read_text(), "c.yaml")
+    assert loaded.policy.confirm == "all"  # nothing but servers came in
+    assert list(loaded.mcp.servers) == ["y-policy-confirm-none"]
+
+
+def test_printing_to_a_file_points_at_into(run_cli: RunCli, claude: Path) -> None:
+    r = run_cli("mcp", "import", str(claude))
+    assert r.code == 0 and "note: --into CONFIG adds them to a config file" in r.stderr
