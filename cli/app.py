@@ -379,7 +379,10 @@ def _run(
     text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
     console = LazyConsole(terminal.stderr, highlight=False, soft_wrap=True)
     asker = None
-    if terminal.interactive():
+    # Questions are read where a person types: stdin, or when stdin is a pipe (`cat x |
+    # agent run …` at a terminal) the controlling terminal, as the question is shown on it.
+    answers = terminal.stdin if terminal.interactive() else _controlling_terminal(terminal)
+    if answers is not None:
         from cli.ui.approve import Consequences
         from cli.ui.confirm import LineApprover
 
@@ -387,7 +390,11 @@ def _run(
             config.policy.trash, config.policy.commands.sandbox, undo="agent undo"
         )
         asker = LineApprover(
-            console.get(), terminal.stdin, cwd=terminal.cwd, consequences=consequences
+            console.get(),
+            answers,
+            cwd=terminal.cwd,
+            consequences=consequences,
+            bell=config.agent.bell,
         )
 
     def approver(_policy: Policy) -> Approver:
@@ -402,6 +409,14 @@ def _run(
         home=terminal.home,
         approver=approver,
     )
+    from cli.policy import whole_trees
+    from cli.ui.text import sanitize
+
+    for tree in whole_trees(agent.policy):  # run from / or ~: said, not asked
+        terminal.stderr.write(
+            f"note: the allowed directory is {sanitize(tree)}: the model may read and change files "
+            "anywhere under it\n"
+        )
     try:
         with stopped_by_signals(agent.mcp is not None):
             return _drive(
@@ -409,6 +424,19 @@ def _run(
             )
     finally:
         agent.close()  # its MCP servers: stopped, whatever happened
+        if answers is not None and answers is not terminal.stdin:
+            answers.close()
+
+
+def _controlling_terminal(terminal: Terminal) -> TextIO | None:
+    """The controlling terminal (/dev/tty), opened for reading, when the question would be
+    shown on a terminal (stderr) but stdin is not one; None when there is none."""
+    if not _isatty(terminal.stderr):
+        return None
+    try:
+        return open("/dev/tty", encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def _drive(
@@ -686,7 +714,11 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     config = load(choices, terminal.environ)
     console = FittedConsole(file=terminal.stdout, highlight=False)  # TERM=dumb too
     consequences = Consequences(config.policy.trash, config.policy.commands.sandbox)
-    approver = ChatApprover(console, PromptKeys(), cwd=terminal.cwd, consequences=consequences)
+    typeahead = TypeAhead(terminal.stdin, terminal.stdout)
+    keys = PromptKeys(typeahead=typeahead)
+    approver = ChatApprover(
+        console, keys, cwd=terminal.cwd, consequences=consequences, bell=config.agent.bell
+    )
     agent = build_agent(
         choices,
         config,
@@ -713,12 +745,15 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
         for note in agent.instructions.notes:
             console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
+        if not _whole_tree_agreed(agent, console, keys):
+            return 0
         renderer = ChatRenderer(
             console,
             cwd=agent.policy.cwd,
             show_thinking=bool(settings.think),
             model=settings.model,
-            keys=TypeAhead(terminal.stdin, terminal.stdout),
+            keys=typeahead,
+            waited=lambda: approver.waited,
         )
         store = SessionStore(data_dir(terminal.environ) / "sessions")
         session = ChatSession(
@@ -734,6 +769,25 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         if resume:
             session.load(name)
         return session.run()
+
+
+def _whole_tree_agreed(agent: Agent, console: Any, keys: Any) -> bool:
+    """Chat started in / or the home directory: said, and asked once whether to go on."""
+    from rich.text import Text
+
+    from cli.policy import whole_trees
+    from cli.ui.text import sanitize
+
+    trees = whole_trees(agent.policy)
+    for tree in trees:
+        line = f"⚠ the allowed directory is {sanitize(tree)}: the model may read and change "
+        console.print(Text(line + "files anywhere under it", "yellow"))
+    if not trees:
+        return True
+    if keys.read_key("work here anyway?  [y] yes  [n] no, quit  ", "yn") == "y":
+        return True
+    console.print(Text("cd into your project, then: agent chat", "dim"))
+    return False
 
 
 # -- agent models ----------------------------------------------------------------------------

@@ -56,7 +56,8 @@ def sessions_list(
             when = str(row["last_used"]).replace("T", " ").removesuffix("+00:00")
             terminal.stdout.write(
                 f"{sanitize(str(row['name'])):<24} {row['kind']:<4} {when} UTC  "
-                f"{row['turns']:>3} turns  {sanitize(str(row['model']))}  "
+                f"{row['turns']:>3} {'turn ' if row['turns'] == 1 else 'turns'}  "
+                f"{sanitize(str(row['model']))}  "
                 f"{sanitize(str(row['cwd']))}\n"
             )
 

@@ -138,6 +138,7 @@ class AgentConfig:
     # to this share of what the messages may take (cli/window.py): the server then evaluates
     # that much again, and the following steps append to it.
     compact_to: float = _setting(0.33, minimum=0.1, maximum=0.9)
+    bell: bool = True  # ring the terminal bell when a confirmation waits for an answer
 
 
 @dataclass(frozen=True)

@@ -520,3 +520,16 @@ class Policy:
 
     def _real(self, path: str) -> str:
         return os.path.realpath(self._absolute(path))
+
+
+def whole_trees(policy: Policy) -> list[str]:
+    """The allowed dirs that hand the model a whole tree a person rarely means to: the file
+    system's root, or the home directory (chat and run started there), each as a phrase."""
+    home = os.path.realpath(policy.home) if policy.home else ""
+    found: list[str] = []
+    for d in policy.allowed_dirs:
+        if d == os.path.dirname(d):
+            found.append(f"the whole file system ({d})")
+        elif home and d == home:
+            found.append(f"your home directory ({d})")
+    return found

@@ -30,7 +30,9 @@ def validate_arguments(
     """Return the arguments, checked, with optional nulls dropped; raise SchemaError.
     `strict`: an argument the schema does not name is an error (our own tools); otherwise
     (an MCP server's schema, unless it says `additionalProperties: false`) it passes as it
-    is. Keywords this checker does not know are ignored."""
+    is. Keywords this checker does not know are ignored, except `default` in our own
+    tools' schemas (`strict`): an argument left out takes it (search_files' path)."""
+    own = strict
     properties = schema.get("properties", {})
     if not isinstance(properties, Mapping):
         properties = {}
@@ -49,6 +51,10 @@ def validate_arguments(
         if value is None and name not in required:
             continue  # some models send every optional argument as null: that means "absent"
         cleaned[name] = _check(value, properties[name], name)
+    if own:
+        for name, spec in properties.items():
+            if name not in cleaned and isinstance(spec, Mapping) and "default" in spec:
+                cleaned[name] = spec["default"]
     missing = [name for name in required if cleaned.get(name) is None]
     if missing:
         raise SchemaError(

@@ -408,9 +408,10 @@ def test_read_key_does_not_accept_keys_left_out_of_the_choices() -> None:
     assert read_key_from("an", choices="ynq") == "n"
 
 
-@pytest.mark.parametrize("key", ["\x03", "\x04"], ids=["ctrl-c", "ctrl-d"])
-def test_read_key_interrupt_answers_no(key: str) -> None:
-    assert read_key_from(key) == "n"
+@pytest.mark.parametrize("key", ["\x03", "\x04", "\x1b"], ids=["ctrl-c", "ctrl-d", "esc"])
+def test_read_key_interrupt_answers_the_last_choice(key: str) -> None:
+    assert read_key_from(key) == "q"  # at a confirmation: stop this turn
+    assert read_key_from(key, choices="yn") == "n"
 
 
 @pytest.mark.parametrize(

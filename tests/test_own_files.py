@@ -69,7 +69,7 @@ def test_attack_agent_sessions_lists_hostile_session_files_as_unreadable(
     assert r.code == 0 and "Traceback" not in r.stderr, r.stderr
     lines = {line.split()[0]: line for line in r.stdout.splitlines()}
     assert set(lines) == {"good", "deep", "huge", "garbage", "wrong", "list"}
-    assert "1 turns" in lines["good"]
+    assert "  1 turn " in lines["good"]
     reasons = {
         "deep": f"unreadable: nested deeper than {MAX_STORED_DEPTH} levels",
         "huge": "unreadable: larger than 64 MB",

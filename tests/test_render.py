@@ -475,7 +475,7 @@ READ = {
                 "truncated": True,
             },
             [
-                "✅ 📄 read_file notes.txt · allowed by policy · 12 ms",
+                "✅ 📄 read_file notes.txt (start_line=98) · allowed by policy · 12 ms",
                 "    98 │ a",
                 "    99 │ b",
                 "   100 │ c",

@@ -109,8 +109,8 @@ SEARCH_FILES = Tool(
     "column and text of each match. Skips hidden, binary and dependency directories, and the "
     "content of files with hard links (read_file asks about those).",
     params(
-        ["path", "query"],
-        path=string("The directory to search in."),
+        ["query"],
+        path=string("The directory to search in. Default: the working directory.", default="."),
         query=string("A filename glob like '*.ts', or the text to find inside files."),
         search_type=string(
             "What to search: 'filename', 'content' or 'both'. Default: both.",

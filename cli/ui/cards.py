@@ -233,7 +233,8 @@ def _delete_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
     removed = result.get("removed")
     counts = ""
     if isinstance(removed, Mapping):
-        counts = f"{removed.get('files', 0)} files, {removed.get('directories', 0)} directories"
+        files, dirs = removed.get("files", 0), removed.get("directories", 0)
+        counts = f"{plural(files, 'file')}, {plural(dirs, 'directory', 'directories')}"
     return [_changed("deleted", result, cwd, counts)]
 
 
@@ -289,13 +290,23 @@ _PREVIEWS: Mapping[str, Callable[[Mapping[str, Any], str], list[Text]]] = {
 
 
 def stats_line(
-    stats: Stats, wall_time: float, tool_calls: int, context: ContextUse | None = None
+    stats: Stats,
+    wall_time: float,
+    tool_calls: int,
+    context: ContextUse | None = None,
+    waited: float = 0.0,
 ) -> Text:
-    """`142 tokens · 38.2 tok/s · 4.1 s · 2 tool calls · ctx 12.1k/32k`."""
+    """`142 tokens · 38.2 tok/s · 4.1 s · 2 tool calls · ctx 12.1k/32k`; when the turn waited
+    for the person's answers (`waited` seconds of `wall_time`), the two times apart:
+    `4.1 s working · 12.3 s waiting for you`."""
     parts = [f"{stats.eval_count} tokens"]
     if stats.tokens_per_second:
         parts.append(f"{stats.tokens_per_second:.1f} tok/s")
-    parts.append(f"{wall_time:.1f} s")
+    if waited >= 0.05:
+        parts.append(f"{max(0.0, wall_time - waited):.1f} s working")
+        parts.append(f"{waited:.1f} s waiting for you")
+    else:
+        parts.append(f"{wall_time:.1f} s")
     if tool_calls:
         parts.append(f"{tool_calls} tool call{'s' if tool_calls != 1 else ''}")
     if context is not None and context.size:

@@ -7,7 +7,7 @@ from typing import TextIO
 from rich.console import Console
 
 from cli.approval import Approval, ApprovalRequest
-from cli.ui.approve import Consequences, card
+from cli.ui.approve import Consequences, card, ring
 from cli.ui.keys import read_fresh_line
 
 
@@ -24,16 +24,19 @@ class LineApprover:
         *,
         cwd: str,
         consequences: Consequences | None = None,
+        bell: bool = False,
     ) -> None:
         self.console = console
         self.stdin = stdin
         self.cwd = cwd
         self.consequences = consequences or Consequences(undo="agent undo")
+        self.bell = bell  # agent.bell
 
     def __call__(self, request: ApprovalRequest) -> Approval:
         self.console.print(card(request, self.cwd, self.console.encoding, self.consequences))
         self.console.print("Allow? [y/N] ", end="", markup=False)
         self.console.file.flush()
+        ring(self.console, self.bell)
         answer = read_fresh_line(self.stdin).strip().lower()
         if answer in ("y", "yes"):
             return Approval(True, by="user")

@@ -13,9 +13,14 @@ the next application (type-ahead). Scripted input (a pipe) is read in order, as 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import select
+import signal
 import termios
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 if TYPE_CHECKING:
@@ -26,7 +31,8 @@ if TYPE_CHECKING:
 class KeyReader(Protocol):
     def read_key(self, prompt: str, choices: str) -> str:
         """One key among `choices` (lower case), no Enter needed, pressed after the question
-        is drawn; other keys are ignored; Ctrl-C and Ctrl-D answer "n"."""
+        is drawn; other keys are ignored; Ctrl-C, Esc and Ctrl-D answer the last of
+        `choices` (callers put the answer that stops, or says no, last)."""
         ...
 
     def read_line(self, prompt: str) -> str:
@@ -90,17 +96,32 @@ class TypeAhead:
 
     With `keep=False` (agent run, whose keys are nobody's input) only the echo goes.
 
+    With `keep`, a watcher reads the keys as they come: Esc alone (not the start of an
+    arrow key's sequence) stops the turn as Ctrl-C does (`on_escape`, by default SIGINT to
+    the main thread, so a wait for the server is cut short too). A question asked meanwhile
+    reads its own keys: `held()` stops the watcher while it waits.
+
     Only for a terminal of ours in the foreground: changing a terminal from the background
     would stop the process (SIGTTOU). Questions asked meanwhile (prompt_toolkit) set their
     own mode and restore this one; they discard what was typed before them, as always."""
 
-    def __init__(self, *streams: object, keep: bool = True) -> None:
+    def __init__(
+        self,
+        *streams: object,
+        keep: bool = True,
+        on_escape: Callable[[], None] | None = None,
+    ) -> None:
         """The first of `streams` that is a terminal is the one set; what is typed is read
         back (`keep`) only when that is the first stream, stdin."""
         self.fd = next((fd for fd in map(terminal_fd, streams) if fd is not None), None)
         self._saved: list[Any] | None = None
         self.keep = keep
         self.reads = keep and self.fd is not None and terminal_fd(streams[0]) == self.fd
+        self.on_escape = on_escape or _interrupt_main
+        self._typed = b""  # what the watcher read
+        self._halt = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._wake: tuple[int, int] | None = None  # a pipe that ends the watcher's wait
 
     def start(self) -> None:
         if self.fd is None or self._saved is not None or not _foreground(self.fd):
@@ -120,12 +141,14 @@ class TypeAhead:
         quiet[6] = cc
         if _set(self.fd, quiet):
             self._saved = saved
+            self._watch()
 
     def stop(self) -> str:
         """The terminal as it was; what was typed since `start`."""
         if self.fd is None or self._saved is None:
             return ""
-        typed = b""
+        self._unwatch()
+        typed, self._typed = self._typed, b""
         if self.reads:
             try:
                 while chunk := os.read(self.fd, 4096):
@@ -135,6 +158,77 @@ class TypeAhead:
         _set(self.fd, self._saved)
         self._saved = None
         return typed_text(typed.decode("utf-8", "replace"))
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """No watcher while a question reads the keys itself; what it read was typed before
+        the question, and goes as the question discards what is pending."""
+        watching = self._watcher is not None
+        self._unwatch()
+        self._typed = b""
+        try:
+            yield
+        finally:
+            if watching and self._saved is not None:
+                self._watch()
+
+    def _watch(self) -> None:
+        if not self.reads or self._watcher is not None:
+            return
+        self._halt.clear()
+        self._wake = os.pipe()
+        self._watcher = threading.Thread(target=self._read_keys, name="keys", daemon=True)
+        self._watcher.start()
+
+    def _unwatch(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is None:
+            return
+        self._halt.set()
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            os.write(wake[1], b"x")
+        watcher.join()
+        if wake is not None:
+            os.close(wake[0])
+            os.close(wake[1])
+
+    def _read_keys(self) -> None:
+        fd = self.fd
+        assert fd is not None
+        # Ctrl-C's SIGINT must reach the main thread: delivered here, it would leave a wait
+        # for the server there uninterrupted.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        wake = self._wake[0] if self._wake is not None else None
+        while not self._halt.is_set():
+            chunk = _read_ready(fd, 1.0, wake)
+            # An Esc at the end may be the first byte of a sequence still on its way.
+            while chunk.endswith(b"\x1b") and (more := _read_ready(fd, 0.05, wake)):
+                chunk += more
+            if not chunk:
+                continue
+            keys = chunk.decode("utf-8", "replace")
+            if any(k in ("\x1b", "\x1b\x1b") for k in _KEY_SEQUENCE.findall(keys)):
+                self._typed += chunk  # the Esc itself is dropped as the keys become text
+                if not self._halt.is_set():
+                    self.on_escape()
+                return
+            self._typed += chunk
+
+
+def _read_ready(fd: int, wait: float, wake: int | None = None) -> bytes:
+    """What is there to read on `fd` within `wait` seconds (b"" if nothing, or as soon as
+    `wake` is readable)."""
+    try:
+        ready, _, _ = select.select([fd] if wake is None else [fd, wake], [], [], wait)
+        return os.read(fd, 4096) if fd in ready else b""
+    except (OSError, ValueError):
+        return b""
+
+
+def _interrupt_main() -> None:
+    """What Ctrl-C does: SIGINT, to the main thread (a blocking read there is cut short)."""
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
 
 def typed_text(keys: str) -> str:
@@ -180,11 +274,25 @@ def _foreground(fd: int) -> bool:
 class PromptKeys:
     """KeyReader on a terminal, with prompt_toolkit (input and output injectable for tests)."""
 
-    def __init__(self, input: Input | None = None, output: Output | None = None) -> None:
+    def __init__(
+        self,
+        input: Input | None = None,
+        output: Output | None = None,
+        *,
+        typeahead: TypeAhead | None = None,
+    ) -> None:
         self.input = input
         self.output = output
+        self.typeahead = typeahead  # its watcher stops while a question reads the keys
+
+    def _held(self) -> contextlib.AbstractContextManager[None]:
+        return self.typeahead.held() if self.typeahead is not None else contextlib.nullcontext()
 
     def read_key(self, prompt: str, choices: str) -> str:
+        with self._held():
+            return self._read_key(prompt, choices)
+
+    def _read_key(self, prompt: str, choices: str) -> str:
         # Imported here: prompt_toolkit is slow to import and only needed once a question comes.
         from prompt_toolkit.application import Application
         from prompt_toolkit.input.typeahead import clear_typeahead
@@ -205,12 +313,16 @@ class PromptKeys:
             answer(key)
 
         # The terminal is in raw mode while the question waits, so Ctrl-C arrives as a key,
-        # not as SIGINT; <sigint> covers a signal sent from elsewhere.
+        # not as SIGINT; <sigint> covers a signal sent from elsewhere. They, Esc and Ctrl-D
+        # answer the last choice: "q" (stop this turn) at a confirmation, "n" at a y/n.
+        cancel = choices[-1:].lower() or "n"
+
         @bindings.add("c-c")
         @bindings.add("c-d")
+        @bindings.add("escape")
         @bindings.add(Keys.SIGINT)
-        def _no(event: KeyPressEvent) -> None:
-            event.app.exit(result="n")
+        def _cancel(event: KeyPressEvent) -> None:
+            event.app.exit(result=cancel)
 
         @bindings.add(Keys.Any)
         def _ignore(event: KeyPressEvent) -> None:
@@ -249,13 +361,14 @@ class PromptKeys:
         try:
             return app.run(pre_run=before_drawing)
         except (KeyboardInterrupt, EOFError):
-            return "n"
+            return cancel
 
     def read_line(self, prompt: str) -> str:
         from prompt_toolkit import PromptSession
 
         session: PromptSession[str] = PromptSession(input=self.input, output=self.output)
         try:
-            return session.prompt(prompt)
+            with self._held():
+                return session.prompt(prompt)
         except (KeyboardInterrupt, EOFError):
             return ""

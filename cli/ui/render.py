@@ -21,6 +21,7 @@ from rich.segment import Segment, Segments
 from rich.syntax import Syntax
 from rich.text import Text
 
+from cli.approval import ApprovalRequest
 from cli.backends.messages import ToolCall
 from cli.events import (
     ContentDelta,
@@ -33,7 +34,8 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.ui.cards import card_title, stats_line, tool_card
+from cli.ui.approve import CHANGE_TOOLS, describe
+from cli.ui.cards import FOLD_LINES, Row, card_title, stats_line, tool_card
 from cli.ui.keys import TypeAhead
 from cli.ui.live import Region, StatusLine, live_capable
 from cli.ui.text import call_summary, sanitize
@@ -294,12 +296,15 @@ class ChatRenderer:
         keys: TypeAhead | None = None,
         reflow: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        waited: Callable[[], float] | None = None,
     ) -> None:
         self.console = console
         self.cwd = cwd
         self.show_thinking = show_thinking
         self.model = model
         self.keys = keys
+        self.waited = waited  # seconds the person's answers took so far (ChatApprover.waited)
+        self._waited_at_begin = 0.0
         self._region = Region(console, reflow=reflow) if live_capable(console) else None
         self._answer = MarkdownStream(console, region=self._region)
         self._status = StatusLine(self._region, clock)
@@ -309,10 +314,12 @@ class ChatRenderer:
         self._held_newlines = 0  # thinking's trailing newlines, written only if more follows
         self._printed = False  # this turn printed something: the next section needs a gap
         self._tool_calls = 0
+        self._folded: list[Text] = []  # a change made without asking, worked out before it ran
 
     def begin(self, model: str | None = None) -> None:
         """A turn starts: the model is asked now."""
         self.model = model or self.model
+        self._waited_at_begin = self.waited() if self.waited is not None else 0.0
         if self.keys is not None:
             self.keys.start()
         self._status.begin()
@@ -398,6 +405,9 @@ class ChatRenderer:
     def _on_decided(self, event: ToolDecided) -> None:
         self._settle()
         self._pending = event.call
+        self._folded = []
+        if event.allowed and event.approved_by == "session":
+            self._folded = folded_change(event, self.cwd)
         if event.allowed:
             summary = call_summary(event.call, 40)
             what = f"running {sanitize(event.call.name)}" + (f" {summary}" if summary else "")
@@ -407,7 +417,11 @@ class ChatRenderer:
         self._settle()
         self._pending = None
         self._tool_calls += 1
-        self._section(tool_card(event, self.cwd))
+        folded, self._folded = self._folded, []
+        card = tool_card(event, self.cwd)
+        if folded and event.result.get("success"):  # made without asking: what it changed
+            card = Group(card, *(Row(Text.assemble(" ", line)) for line in folded))
+        self._section(card)
         self._status.expect(f"waiting for {self.model}")
 
     def _on_finished(self, event: Finished) -> None:
@@ -427,7 +441,9 @@ class ChatRenderer:
             self._line(
                 Text("stopped: the model kept repeating a call that was refused", style="yellow")
             )
-        self._section(stats_line(event.stats, event.wall_time, self._tool_calls, event.context))
+        waited = self.waited() - self._waited_at_begin if self.waited is not None else 0.0
+        stats = stats_line(event.stats, event.wall_time, self._tool_calls, event.context, waited)
+        self._section(stats)
         self._reset_turn()
 
     def _end_turn(self, last: Text, pending_word: str) -> None:
@@ -467,3 +483,16 @@ class ChatRenderer:
         self._printed = False
         self._tool_calls = 0
         self._pending = None
+
+
+def folded_change(event: ToolDecided, cwd: str) -> list[Text]:
+    """A change approved for the session ("a", "d"), as its card would have shown it (the
+    diff, a new file's first lines), folded: it runs without a card, not unseen."""
+    if event.call.name not in CHANGE_TOOLS:
+        return []
+    request = ApprovalRequest(event.call, event.arguments, event.decision)
+    body = describe(request, cwd)[0][1:]  # the path is on the card's title already
+    if len(body) <= FOLD_LINES + 1:
+        return body
+    hidden = len(body) - FOLD_LINES
+    return [*body[:FOLD_LINES], Text(f"  … {hidden} more lines", style="dim")]

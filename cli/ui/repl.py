@@ -114,8 +114,11 @@ class ChatSession:
             try:
                 text = self.prompt.prompt("› ", default=self._prefill)
             except KeyboardInterrupt:
+                # Ctrl-C at the prompt clears the line; at an empty one, how to leave.
+                if not self._typed_at_prompt():
+                    self.say("Ctrl-D or /exit to quit", "dim")
                 self._prefill = ""
-                continue  # Ctrl-C at the prompt clears the line
+                continue
             except EOFError:
                 self.farewell()
                 return 0
@@ -133,6 +136,11 @@ class ChatSession:
                 self.renderer.interrupted()
             except Exception as exc:  # a bug of ours must not take the session with it
                 self.renderer.error(f"internal error: {exc!r}; the session goes on")
+
+    def _typed_at_prompt(self) -> str:
+        """What the input line held when the prompt was left ("" when it was empty)."""
+        buffer = getattr(self.prompt, "default_buffer", None)
+        return str(getattr(buffer, "text", "") or "")
 
     def farewell(self) -> None:
         """Leaving: where the conversation is kept, and how to come back to it."""
@@ -362,7 +370,8 @@ class ChatSession:
         self.agent.context.memory.clear()  # what it read then may have changed since
         kind = " (an unfinished agent run)" if session.kind == "run" else ""
         self.say(
-            f"loaded session {session.name}{kind}: {session.turns} turns ({session.saved})",
+            f"loaded session {session.name}{kind}: {plural(session.turns, 'turn')} "
+            f"({session.saved})",
             "dim",
         )
         self.replay(REPLAYED_TURNS)
@@ -381,7 +390,8 @@ class ChatSession:
         line, and the answer, so you see where you are."""
         turns = conversation_turns(self.conversation)
         if len(turns) > count:
-            self.say(f"… {len(turns) - count} earlier turns (/turns lists them)", "dim")
+            earlier = plural(len(turns) - count, "earlier turn")
+            self.say(f"… {earlier} (/turns lists them)", "dim")
         for turn in turns[-count:]:
             self.say(f"› {shorten_text(turn.prompt, 200)}")
             for line in turn.calls:
@@ -462,9 +472,10 @@ def _help(session: ChatSession, _argument: str) -> bool:
         '@path attaches a file (a name with spaces: @"my notes.txt" or @my\\ notes.txt; '
         "an @word that names no file is text; @@word is the text @word) · Tab completes "
         "commands and paths · ↑/↓ history",
-        "Ctrl-C stops the answer (or clears the line) · Ctrl-D quits",
+        "Ctrl-C or Esc stops the answer · Ctrl-C clears the line · Ctrl-D quits",
         "confirmations: y yes · n no (then an optional reason) · a always for this tool "
-        "in this session · q stop this turn",
+        "in this session · d every change under that directory in this session · "
+        "q stop this turn (Esc and Ctrl-C too)",
     ):
         lines += hanging("  ", keys, width, indent=4)
     session.say("\n".join(lines))
@@ -553,6 +564,9 @@ def _tools(session: ChatSession, _argument: str) -> bool:
         line.append(f" {why}", style="dim")
         session.console.print(line)
     session.say(f"  allowed dirs: {', '.join(policy.allowed_dirs)}", "dim")
+    if session.approver.dirs:  # answered "d": every change under them, for this session
+        under = ", ".join(session.approver.dirs)
+        session.say(f"  changes allowed for this session (you answered 'd') under: {under}", "dim")
     return True
 
 

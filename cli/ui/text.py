@@ -57,8 +57,9 @@ def _json_escape(char: str) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
-def plural(count: Any, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
+def plural(count: Any, word: str, many: str | None = None) -> str:
+    """`1 file`, `2 files`; `many` where adding an s is wrong (`entry`, `entries`)."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
 
 
 def shorten_text(text: str, limit: int) -> str:
@@ -92,25 +93,50 @@ KEY_ARGUMENT = {
 }
 
 
+# Arguments a title never repeats: shown whole elsewhere (the card's diff, the size), or
+# said by the summary itself.
+_NOT_IN_TITLE = frozenset({"content", "old_string", "new_string", "source", "destination"})
+# Defaults of the built-in tools' arguments that are not false, 0 or absent: not shown.
+_DEFAULTS: Mapping[str, Any] = {"encoding": "utf-8", "search_type": "both"}
+
+
 def call_summary(call: ToolCall, limit: int = 80) -> str:
-    """The call's key argument, sanitised: `notes.txt`, `"TODO" in src`, `ls -la`."""
+    """The call's key argument, sanitised: `notes.txt`, `"TODO" in src`, `ls -la`; then
+    every other argument given a value that is not its default, so that two calls that
+    differ only there do not look the same: `src (recursive, max_depth=2)`."""
     args = call.arguments
     key = KEY_ARGUMENT.get(call.name)
+    extras = _other_arguments(args, key) if key else []
     if call.name == "search_files":
         where = args.get("path", ".")
-        return sanitize(shorten(f"{args.get('query', '')!r} in {where}", limit))
+        text = f"{args.get('query', '')!r} in {where}"
+        extras = [e for e in extras if not e.startswith("path=")]
+        return sanitize(shorten(text + _listed(extras), limit))
     if call.name == "move_file":
         text = f"{args.get('source', '')} → {args.get('destination', '')}"
-        return sanitize(shorten(text, limit))
+        return sanitize(shorten(text + _listed(extras), limit))
     if key and key in args:
         value = str(args[key])
-        extra = ""
         if call.name == "write_file" and isinstance(args.get("content"), str):
-            extra = f" ({human_size(len(args['content'].encode('utf-8', 'replace')))})"
-        if call.name == "delete_file" and args.get("recursive"):
-            extra = " (recursive)"
-        return sanitize(shorten(value, limit)) + extra
+            extras.insert(0, human_size(len(args["content"].encode("utf-8", "replace"))))
+        return sanitize(shorten(value, limit)) + sanitize(shorten(_listed(extras), limit))
     return sanitize(shorten(", ".join(f"{k}={v!r}" for k, v in args.items()), limit))
+
+
+def _other_arguments(args: Mapping[str, Any], key: str) -> list[str]:
+    """`recursive` for a true flag, `max_depth=2` for a value; defaults left out."""
+    shown: list[str] = []
+    for name, value in args.items():
+        if name == key or name in _NOT_IN_TITLE or value is None or value is False:
+            continue
+        if _DEFAULTS.get(name) == value:
+            continue
+        shown.append(name if value is True else f"{name}={value!r}")
+    return shown
+
+
+def _listed(extras: list[str]) -> str:
+    return f" ({', '.join(extras)})" if extras else ""
 
 
 def result_summary(name: str, result: Mapping[str, Any]) -> str:
@@ -135,19 +161,18 @@ def result_summary(name: str, result: Mapping[str, Any]) -> str:
         return "moved, replacing what was there" if result.get("replaced") else "moved"
     if name == "list_directory":
         more = " (truncated)" if result.get("truncated") else ""
-        return f"{result.get('total', 0)} entries{more}"
+        return f"{plural(result.get('total', 0), 'entry', 'entries')}{more}"
     if name == "search_files":
         more = " (truncated)" if result.get("truncated") else ""
         matches, files = result.get("total_matches", 0), result.get("total_files", 0)
-        return f"{matches} matches in {files} files{more}"
+        return f"{plural(matches, 'match', 'matches')} in {plural(files, 'file')}{more}"
     if name == "create_directory":
         return "created" if result.get("created") else "already existed"
     if name == "delete_file":
         removed = result.get("removed")
         if isinstance(removed, Mapping):
-            return (
-                f"deleted ({removed.get('files', 0)} files, {removed.get('directories', 0)} dirs)"
-            )
+            files, dirs = removed.get("files", 0), removed.get("directories", 0)
+            return f"deleted ({plural(files, 'file')}, {plural(dirs, 'dir')})"
         return "deleted"
     if name == "git_status":
         if result.get("clean"):
