@@ -20,7 +20,7 @@ from typing import Any
 
 from cli.paths import ResolvedPath
 from cli.policy import Decision, Policy
-from cli.tools.base import Result, ToolContext, ToolError, failure
+from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError, failure
 
 TOOLS = frozenset({"edit_file"})
 RULE = "fails"
@@ -75,6 +75,10 @@ def _error(
 
     try:
         planned_edit(ctx, arguments, checked, counted=counted)
+    except DeadlineExceeded as exc:
+        # Deciding: not told in time, nothing is known of the edit, so it is asked. Running:
+        # the call's time is up, which is its error.
+        return exc if counted else None
     except ToolError as exc:
         return exc
     except (OSError, ValueError, KeyError):
