@@ -7,7 +7,8 @@ ARGS   ?=
 
 .PHONY: install run test lint format bench e2e clean
 
-install: $(STAMP)
+install: $(STAMP)  ## .venv with the package (editable); says where `agent` is
+	@echo "agent is $(CURDIR)/$(BIN)/agent (for your projects: pipx install $(CURDIR), or uv tool install $(CURDIR))"
 
 # Reinstall when the project's metadata changes; the package itself is editable.
 $(STAMP): pyproject.toml

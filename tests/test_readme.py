@@ -68,3 +68,10 @@ def test_safety_figures_are_what_the_tests_run() -> None:
     assert figure("routes to memory") == len(ROUTES) * len(KINDS)
     assert figure("kill points swept") == sum(KILL_POINTS.values())
     assert figure("fill levels tried") == len(LEVELS) * len(CASES)
+
+
+def test_readme_first_screen_says_how_to_use_it_on_a_project() -> None:
+    """A newcomer's first screen: an install that puts `agent` on PATH, and where to start it."""
+    first = README.split("## ", 1)[0]
+    assert "pipx install /path/to/metona-agent" in first and "uv tool install" in first
+    assert "cd ~/code/your-project && agent chat" in first
