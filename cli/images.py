@@ -7,7 +7,9 @@ JPEG, GIF, WebP or BMP). It travels on the user message as Ollama takes it: `ima
 list of base64 strings; the OpenAI-compatible dialect sends each as an `image_url` content
 part holding a data URL (cli/backends/openai_dialect.py). Only a model that reports the
 `vision` capability is sent one; a server that does not say what a model can do (most
-OpenAI-compatible ones) is sent it, and the caller says so.
+OpenAI-compatible ones) is sent it, and the caller says so. A model that cannot see (after
+`/model`, or a session resumed with another model) is sent the conversation without its
+images (without_images), said once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cli.backends.messages import ModelInfo, ToolCall
+from cli.backends.messages import Message, ModelInfo, ToolCall
 from cli.events import ToolDecided, ToolResult
 from cli.tools import fsops, gate
 from cli.tools.base import ToolError
@@ -69,6 +71,20 @@ def sees_images(info: ModelInfo) -> bool | None:
     if info.capabilities_assumed:
         return None
     return "vision" in info.capabilities
+
+
+def without_images(messages: list[Message]) -> list[Message]:
+    """The messages as a model that cannot see is sent them: each one's `images` left out
+    (the conversation keeps them, for a model that can). The same every time, so that the
+    requests to that model stay append-only (cli/window.py)."""
+    return [{k: v for k, v in m.items() if k != "images"} if "images" in m else m for m in messages]
+
+
+def blind_notice(model: str) -> str:
+    return (
+        f"model '{model}' cannot see images: the conversation's images are left out of what "
+        "it is sent (they are kept; a model that can see gets them)"
+    )
 
 
 def cannot_see(model: str) -> str:
