@@ -620,7 +620,7 @@ def _attached_images(
     """`-a FILE`: each image read as read_file reads (policy, gate, audit); a model that
     cannot see images is sent none (a usage error, before anything is sent)."""
     from cli.events import Notice
-    from cli.images import cannot_see, read_image, sees_images, unknown_sight
+    from cli.images import cannot_see, read_image, sees_images, too_many_images, unknown_sight
 
     model = agent.settings.model
     sight = sees_images(agent.model_info())
@@ -628,12 +628,15 @@ def _attached_images(
         raise UsageError(f"-a {paths[0]}: {cannot_see(model)}; nothing was sent")
     if sight is None:
         said(Notice(unknown_sight(model)))
-    images = []
+    images: list[Image] = []
     for path in dict.fromkeys(paths):
         attached = read_image(agent, path)
         audit_log.record(attached.record)
         if attached.image is None:
             raise UsageError(f"-a {path}: {attached.error}; nothing was sent")
+        too_many = too_many_images(sum(image.size for image in images), attached.image)
+        if too_many:  # the run could not be saved to resume (README, Images)
+            raise UsageError(f"-a {path}: {too_many}; nothing was sent")
         images.append(attached.image)
     return images
 

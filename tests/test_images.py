@@ -295,3 +295,41 @@ def test_openai_model_that_cannot_see_gets_no_image_part_from_the_history(
         fake.stop()
     assert "image_url" in json.dumps(bodies[0]) and bodies[1]["model"] == "coder"
     assert "image_url" not in json.dumps(bodies[1])
+
+
+# -- a conversation's images, together -----------------------------------------------------------
+
+
+def test_images_past_the_conversation_cap_are_refused_so_the_session_stays_savable(
+    make_chat: Any, vision: FakeOllama, workspace: Path
+) -> None:
+    """Each image may be 20 MB and is kept base64 in the session file, whose cap is 64 MB:
+    three 18 MB screenshots made the chat unsavable. The third is refused when attached."""
+    from cli.images import MAX_CONVERSATION_IMAGE_BYTES
+
+    big = PNG + bytes(18 * 1024 * 1024)
+    for n in range(3):
+        (workspace / f"s{n}.png").write_bytes(big)
+    vision.enqueue(reply("a"), reply("b"), reply("c"))
+    chat = make_chat("ollama:\n  model: gemma3:4b\n")
+    # refused, the message waits in the input: Ctrl-C clears it, and Ctrl-D leaves
+    chat.run("@s0.png" + ENTER, "@s1.png" + ENTER, "@s2.png" + ENTER, "\x03")
+    assert "could not save the session" not in chat.text, chat.text[-600:]
+    assert [images_sent(body) for body in vision.chat_bodies] == [1, 2]  # s2 was not sent
+    refused = [line for line in chat.text.splitlines() if "@s2.png not attached" in line]
+    assert len(refused) == 1 and "would come to 54 MB, more than the 40 MB" in refused[0]
+    assert 2 * len(big) <= MAX_CONVERSATION_IMAGE_BYTES < 3 * len(big)
+    assert "session saved as" in chat.text  # with both images: it can be resumed
+    saved = chat.store.load(chat.session.session_name)
+    assert sum(len(m.get("images") or []) for m in saved.messages) == 2
+
+
+def test_run_refuses_attachments_past_the_conversation_cap(
+    run_cli: RunCli, vision: FakeOllama, workspace: Path
+) -> None:
+    for n in range(3):
+        (workspace / f"s{n}.png").write_bytes(PNG + bytes(18 * 1024 * 1024))
+    args = ("run", "-m", "gemma3:4b", "-a", "s0.png", "-a", "s1.png", "-a", "s2.png", "what?")
+    r = run_cli(*args)
+    assert r.code == 2 and "-a s2.png: with it the conversation's images would come to" in r.stderr
+    assert vision.chat_bodies == []
