@@ -394,3 +394,34 @@ def test_ctrl_c_again_and_again_cannot_cut_the_wind_down_short(
     assert lines[-1]["stop_reason"] == "interrupted"
     assert proc.returncode == 130 and "Traceback" not in err
     assert "agent chat --resume run-" in err and len(_saved_runs(home)) == 1
+
+
+def test_sigterm_ends_a_text_run_with_the_work_kept(
+    ollama: FakeOllama, workspace: Path, home: Path
+) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        Stream(reply("a b c d e f").lines[:2], endless=True),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "run", "read a"],
+        cwd=workspace,
+        env={**os.environ, "OLLAMA_HOST": ollama.url},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while len(ollama.chat_bodies) < 2:  # the second call is under way (it never ends)
+            assert proc.poll() is None
+            threading.Event().wait(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143 and "Traceback" not in err
+    assert "agent: stopped by SIGTERM; the work so far is saved" in err
+    assert len(_saved_runs(home)) == 1
