@@ -418,7 +418,7 @@ def test_sigterm_ends_a_text_run_with_the_work_kept(
             assert proc.poll() is None
             threading.Event().wait(0.05)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
