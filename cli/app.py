@@ -583,10 +583,12 @@ def _drive(
             import signal
 
             signum = exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
-            _interrupted(terminal, trace, output, stream, signum)
-            saved = _save_unfinished(
-                terminal, agent.settings.model, conversation, config.agent.max_sessions
-            )
+            try:
+                _interrupted(terminal, trace, output, stream, signum)
+            finally:  # stdout gone (the reader had the same SIGHUP): the work is kept still
+                saved = _save_unfinished(
+                    terminal, agent.settings.model, conversation, config.agent.max_sessions
+                )
             kept = f"; the work so far is saved: agent chat --resume {saved}" if saved else ""
             terminal.stderr.write(f"agent: {stopped_line(signum)}{kept}\n")
             terminal.stderr.flush()

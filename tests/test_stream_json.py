@@ -425,3 +425,21 @@ def test_sigterm_ends_a_text_run_with_the_work_kept(
     assert proc.returncode == 143 and "Traceback" not in err
     assert "agent: stopped by SIGTERM; the work so far is saved" in err
     assert len(_saved_runs(home)) == 1
+
+
+def test_sighup_with_stdout_gone_still_keeps_the_work(
+    ollama: FakeOllama, workspace: Path, home: Path
+) -> None:
+    """A closed terminal: the reader of stdout is gone too. The `end` line cannot be
+    written, but the work is saved all the same."""
+    proc, _seen = _a_run_with_work_to_keep(ollama, workspace, "read a")
+    try:
+        assert proc.stdout is not None
+        proc.stdout.close()
+        proc.send_signal(signal.SIGHUP)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert len(_saved_runs(home)) == 1, err
+    assert "Traceback" not in err, err
