@@ -60,6 +60,7 @@ from cli.guards import (
     unparsable_call,
     wrap_up_always,
 )
+from cli.images import blind_notice, sees_images, without_images
 from cli.instructions import Instructions
 from cli.policy import Decision, Policy
 from cli.prompt import Surroundings, build_system_prompt
@@ -324,6 +325,8 @@ class Agent:
             self._set_system_prompt(conversation, mode)
         tool_names = self.policy.enabled_tools() if mode != "off" else []
         yield from self._capability_notices(info, mode)
+        if sees_images(info) is False and any("images" in m for m in conversation):
+            yield from self._once(blind_notice(info.name))
         definitions = [self.toolbox[name].definition() for name in tool_names]
         loaded = self._loaded_context(info.name)
         total, steps, retried_empty, limit = Stats(), 0, False, self.settings.max_steps
@@ -604,6 +607,8 @@ class Agent:
         self, plan: _Plan, info: ModelInfo, request_tools: list[dict[str, Any]]
     ) -> ChatRequest:
         messages = plan.messages
+        if sees_images(info) is False:  # a model that cannot see: no image, ever (cli/images)
+            messages = without_images(messages)
         if not request_tools and self.settings.model in self._no_tool_role:
             messages = labelled_results(messages)
         return ChatRequest(
@@ -878,9 +883,13 @@ class Agent:
         if self.settings.think and not info.supports_thinking and not info.capabilities_assumed:
             notices.append(f"model '{info.name}' cannot think: thinking stays off")
         for text in notices:
-            if text not in self._told:
-                self._told.add(text)
-                yield Notice(text)
+            yield from self._once(text)
+
+    def _once(self, text: str) -> Iterator[Event]:
+        """A notice said once per session."""
+        if text not in self._told:
+            self._told.add(text)
+            yield Notice(text)
 
     def _think_field(self, info: ModelInfo) -> bool | str | None:
         """`think` only when asked for and possible: a level as it is, true or false as a

@@ -213,6 +213,9 @@ def exit_codes(terminal: Terminal, debug: bool) -> Iterator[None]:
     except KeyboardInterrupt:
         terminal.stderr.write("\nagent: interrupted\n")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except Stopped as exc:
+        terminal.stderr.write(f"\nagent: {stopped_line(exc.signum)}\n")
+        raise typer.Exit(128 + exc.signum) from None
 
 
 @contextlib.contextmanager
@@ -234,6 +237,68 @@ def stopped_by_signals(active: bool) -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP during `agent run`: the run ends as after Ctrl-C (its `end` line,
+    its JSON object, the work saved), then exits 128 + the signal's number. Not a
+    KeyboardInterrupt, so that no prompt takes it for a "no" and lets the run go on."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class RunSignals:
+    """`agent run`'s handler for SIGINT, SIGTERM and SIGHUP: the first one ends the run
+    (KeyboardInterrupt, or Stopped); from then on — and once the run has ended by itself —
+    `quiet` is set and more of them are ignored, so that a second Ctrl-C a few ms later (a
+    wrapper forwarding it while the terminal sends it too) cannot cut the wind-down short:
+    the `end` line, the JSON object, the saved session."""
+
+    def __init__(self) -> None:
+        self.quiet = False
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        import signal
+
+        if self.quiet:
+            return
+        self.quiet = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Stopped(signum)
+
+
+@contextlib.contextmanager
+def run_signals() -> Iterator[RunSignals | None]:
+    """RunSignals, installed while the run lasts (None off the main thread, where Python
+    cannot set handlers)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    handler = RunSignals()
+    numbers = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {number: signal.signal(number, handler) for number in numbers}
+    try:
+        yield handler
+    finally:
+        for number, old in previous.items():
+            # a run that has ended: the process is about to exit with its code, which a
+            # late signal (the second Ctrl-C) must not change
+            signal.signal(number, signal.SIG_IGN if handler.quiet else old)
+
+
+def stopped_line(signum: int) -> str:
+    """stderr's word for how the run was ended: Ctrl-C, or a signal by its name."""
+    import signal
+
+    if signum == signal.SIGINT:
+        return "interrupted"
+    return f"stopped by {signal.Signals(signum).name}"
 
 
 @contextlib.contextmanager
@@ -417,15 +482,24 @@ def _run(
             f"note: the allowed directory is {sanitize(tree)}: the model may read and change files "
             "anywhere under it\n"
         )
-    try:
-        with stopped_by_signals(agent.mcp is not None):
+    with run_signals() as signals:
+        try:
             return _drive(
-                terminal, agent, config, text, console, output, verbose, yes=yes, images=images
+                terminal,
+                agent,
+                config,
+                text,
+                console,
+                output,
+                verbose,
+                yes=yes,
+                images=images,
+                signals=signals,
             )
-    finally:
-        agent.close()  # its MCP servers: stopped, whatever happened
-        if answers is not None and answers is not terminal.stdin:
-            answers.close()
+        finally:
+            agent.close()  # its MCP servers: stopped, whatever happened
+            if answers is not None and answers is not terminal.stdin:
+                answers.close()
 
 
 def _controlling_terminal(terminal: Terminal) -> TextIO | None:
@@ -450,6 +524,7 @@ def _drive(
     *,
     yes: bool = False,
     images: Sequence[str] = (),
+    signals: RunSignals | None = None,
 ) -> int:
     from cli.audit import audited, session_log
     from cli.events import Notice
@@ -498,15 +573,29 @@ def _drive(
             for line in _instruction_lines(agent.instructions, verbose):
                 said(Notice(line))
             trace.consume(events if stream is None else stream.tee(events))
-    except (AgentError, KeyboardInterrupt) as exc:
-        saved = _save_unfinished(
-            terminal, agent.settings.model, conversation, config.agent.max_sessions
-        )
+    except (AgentError, KeyboardInterrupt, Stopped) as exc:
+        if signals is not None:
+            signals.quiet = True  # winding down: a second Ctrl-C cannot cut it short
         if stream is not None:
             # if the failure came first: the stream has its start
             stream.start(agent, yes=yes, images=images)
-        if isinstance(exc, KeyboardInterrupt):
-            return _interrupted(terminal, trace, output, saved, stream)
+        if not isinstance(exc, AgentError):
+            import signal
+
+            signum = exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
+            try:
+                _interrupted(terminal, trace, output, stream, signum)
+            finally:  # stdout gone (the reader had the same SIGHUP): the work is kept still
+                saved = _save_unfinished(
+                    terminal, agent.settings.model, conversation, config.agent.max_sessions
+                )
+            kept = f"; the work so far is saved: agent chat --resume {saved}" if saved else ""
+            terminal.stderr.write(f"agent: {stopped_line(signum)}{kept}\n")
+            terminal.stderr.flush()
+            return EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum
+        saved = _save_unfinished(
+            terminal, agent.settings.model, conversation, config.agent.max_sessions
+        )
         if saved:
             exc.message += f" (the work so far is saved: agent chat --resume {saved})"
         if as_json:
@@ -517,6 +606,8 @@ def _drive(
         elif stream is not None:
             stream.end("error", error=exc.message)
         raise
+    if signals is not None:
+        signals.quiet = True  # the run is over: its output is written whole
     if as_json:
         print_json(terminal.stdout, record.to_json())
     elif record.answer and output == "text" and not trace.streams_answer:
@@ -531,7 +622,7 @@ def _attached_images(
     """`-a FILE`: each image read as read_file reads (policy, gate, audit); a model that
     cannot see images is sent none (a usage error, before anything is sent)."""
     from cli.events import Notice
-    from cli.images import cannot_see, read_image, sees_images, unknown_sight
+    from cli.images import cannot_see, read_image, sees_images, too_many_images, unknown_sight
 
     model = agent.settings.model
     sight = sees_images(agent.model_info())
@@ -539,12 +630,15 @@ def _attached_images(
         raise UsageError(f"-a {paths[0]}: {cannot_see(model)}; nothing was sent")
     if sight is None:
         said(Notice(unknown_sight(model)))
-    images = []
+    images: list[Image] = []
     for path in dict.fromkeys(paths):
         attached = read_image(agent, path)
         audit_log.record(attached.record)
         if attached.image is None:
             raise UsageError(f"-a {path}: {attached.error}; nothing was sent")
+        too_many = too_many_images(sum(image.size for image in images), attached.image)
+        if too_many:  # the run could not be saved to resume (README, Images)
+            raise UsageError(f"-a {path}: {too_many}; nothing was sent")
         images.append(attached.image)
     return images
 
@@ -562,25 +656,21 @@ def _interrupted(
     terminal: Terminal,
     trace: RunTrace,
     output: str,
-    saved: str,
-    stream: StreamJson | None = None,
-) -> int:
-    """Ctrl-C: what the model had written is kept — on stdout (a terminal has it already,
-    as it streamed), in the JSON object, or in stream-json's `end` line — and one line on
-    stderr says what happened."""
+    stream: StreamJson | None,
+    signum: int,
+) -> None:
+    """Ctrl-C, SIGTERM or SIGHUP: what the model had written is kept — on stdout (a terminal
+    has it already, as it streamed), in the JSON object, or in stream-json's `end` line —
+    written before the work is saved (the caller then says on stderr what happened)."""
     if output == "json":
         record = trace.cut_short()  # the steps and the time it took, as far as it got
-        record.stop_reason, record.error = "interrupted", "interrupted"
+        record.stop_reason, record.error = "interrupted", stopped_line(signum)
         print_json(terminal.stdout, record.to_json())
     elif stream is not None:
         stream.end("interrupted")
     elif trace.partial_answer.strip() and not trace.streams_answer:
         terminal.stdout.write(shown_answer(trace.partial_answer, _isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
-    kept = f"; the work so far is saved: agent chat --resume {saved}" if saved else ""
-    terminal.stderr.write(f"agent: interrupted{kept}\n")
-    terminal.stderr.flush()
-    return EXIT_INTERRUPTED
 
 
 def _server_stderr(stream: TextIO) -> Callable[[str, bytes], None]:

@@ -7,7 +7,9 @@ JPEG, GIF, WebP or BMP). It travels on the user message as Ollama takes it: `ima
 list of base64 strings; the OpenAI-compatible dialect sends each as an `image_url` content
 part holding a data URL (cli/backends/openai_dialect.py). Only a model that reports the
 `vision` capability is sent one; a server that does not say what a model can do (most
-OpenAI-compatible ones) is sent it, and the caller says so.
+OpenAI-compatible ones) is sent it, and the caller says so. A model that cannot see (after
+`/model`, or a session resumed with another model) is sent the conversation without its
+images (without_images), said once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cli.backends.messages import ModelInfo, ToolCall
+from cli.backends.messages import Message, ModelInfo, ToolCall
 from cli.events import ToolDecided, ToolResult
 from cli.tools import fsops, gate
 from cli.tools.base import ToolError
@@ -30,6 +32,10 @@ if TYPE_CHECKING:
 # vision model scales every image down to a few hundred tokens anyway. Sent again with every
 # request of the conversation (and kept in its session file), so the cap is generous but firm.
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
+# All the images of one conversation, together: it is saved with them (base64, a third more)
+# in a session file of at most MAX_SESSION_BYTES (64 MB), which must leave room for the text.
+# Two images of the largest size fit; an image past it is refused when attached.
+MAX_CONVERSATION_IMAGE_BYTES = 2 * MAX_IMAGE_BYTES
 SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 
 
@@ -69,6 +75,42 @@ def sees_images(info: ModelInfo) -> bool | None:
     if info.capabilities_assumed:
         return None
     return "vision" in info.capabilities
+
+
+def without_images(messages: list[Message]) -> list[Message]:
+    """The messages as a model that cannot see is sent them: each one's `images` left out
+    (the conversation keeps them, for a model that can). The same every time, so that the
+    requests to that model stay append-only (cli/window.py)."""
+    return [{k: v for k, v in m.items() if k != "images"} if "images" in m else m for m in messages]
+
+
+def image_bytes(messages: list[Message]) -> int:
+    """What the images the messages carry weigh (decoded, as MAX_* count them)."""
+    encoded = sum(len(i) for m in messages for i in m.get("images") or [] if isinstance(i, str))
+    return encoded * 3 // 4
+
+
+def too_many_images(held: int, image: Image) -> str:
+    """Why `image` is refused, with `held` bytes of images in the conversation already;
+    "" if it may join."""
+    if held + image.size <= MAX_CONVERSATION_IMAGE_BYTES:
+        return ""
+    return (
+        f"with it the conversation's images would come to {_mb(held + image.size)}, more than "
+        f"the {_mb(MAX_CONVERSATION_IMAGE_BYTES)} one may hold (its session could not be "
+        "saved)"
+    )
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB".replace(".0 MB", " MB")
+
+
+def blind_notice(model: str) -> str:
+    return (
+        f"model '{model}' cannot see images: the conversation's images are left out of what "
+        "it is sent (they are kept; a model that can see gets them)"
+    )
 
 
 def cannot_see(model: str) -> str:

@@ -228,3 +228,108 @@ def test_an_image_counts_in_the_token_estimate() -> None:
     assert message_tokens({**text, "images": [b64(PNG)] * 2}) == (
         message_tokens(text) + 2 * IMAGE_TOKENS
     )
+
+
+# -- a model that cannot see, after /model -----------------------------------------------------
+
+
+def images_sent(body: dict[str, Any]) -> int:
+    return sum(len(m.get("images") or []) for m in body["messages"])
+
+
+def test_retry_after_switching_to_a_model_that_cannot_see_sends_no_image(
+    make_chat: Any, vision: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "shot.png").write_bytes(PNG)
+    vision.enqueue(reply("A chart."), reply("again"), reply("and back"))
+    chat = make_chat("ollama:\n  model: gemma3:4b\n")
+    chat.run(
+        "what is in @shot.png?" + ENTER,
+        "/model qwen3:8b" + ENTER,
+        "/retry" + ENTER,
+        "/model gemma3:4b" + ENTER,
+        "/retry" + ENTER,
+    )
+    bodies = vision.chat_bodies
+    assert [(b["model"], images_sent(b)) for b in bodies] == [
+        ("gemma3:4b", 1),
+        ("qwen3:8b", 0),  # the image stays in the conversation, unsent
+        ("gemma3:4b", 1),  # a model that can see gets it again
+    ]
+    assert user_message(bodies[1])["content"].endswith('<image path="shot.png" />')
+    notices = [line for line in chat.text.splitlines() if "cannot see images" in line]
+    assert len(notices) == 1 and "model 'qwen3:8b'" in notices[0]
+
+
+def test_later_messages_to_a_model_that_cannot_see_carry_no_image_and_stay_append_only(
+    make_chat: Any, vision: FakeOllama, workspace: Path
+) -> None:
+    """Issue 20's rule: each request to the model is the one before and what followed, byte
+    for byte — the images are left out of every one of them, the same way."""
+    (workspace / "shot.png").write_bytes(PNG)
+    vision.enqueue(reply("A chart."), reply("ok"), reply("fine"))
+    chat = make_chat("ollama:\n  model: gemma3:4b\n")
+    chat.run(
+        "what is in @shot.png?" + ENTER, "/model qwen3:8b" + ENTER, "thanks" + ENTER, "bye" + ENTER
+    )
+    _, second, third = vision.chat_bodies
+    assert (second["model"], images_sent(second), images_sent(third)) == ("qwen3:8b", 0, 0)
+    before = second["messages"]
+    assert third["messages"][: len(before)] == before
+    assert len([line for line in chat.text.splitlines() if "cannot see images" in line]) == 1
+
+
+def test_openai_model_that_cannot_see_gets_no_image_part_from_the_history(
+    make_chat: Any, workspace: Path
+) -> None:
+    (workspace / "shot.png").write_bytes(PNG)
+    fake = FakeOpenAI().start()
+    try:
+        fake.add_model("qwen3:8b", capabilities=["vision"])
+        fake.add_model("coder", capabilities=["tool_use"])
+        fake.enqueue(Answer("A chart."), Answer("ok"))
+        chat = make_chat(choices=Choices(host=fake.url, api="openai"))
+        chat.run("look @shot.png" + ENTER, "/model coder" + ENTER, "thanks" + ENTER)
+        bodies = fake.chat_bodies
+    finally:
+        fake.stop()
+    assert "image_url" in json.dumps(bodies[0]) and bodies[1]["model"] == "coder"
+    assert "image_url" not in json.dumps(bodies[1])
+
+
+# -- a conversation's images, together -----------------------------------------------------------
+
+
+def test_images_past_the_conversation_cap_are_refused_so_the_session_stays_savable(
+    make_chat: Any, vision: FakeOllama, workspace: Path
+) -> None:
+    """Each image may be 20 MB and is kept base64 in the session file, whose cap is 64 MB:
+    three 18 MB screenshots made the chat unsavable. The third is refused when attached."""
+    from cli.images import MAX_CONVERSATION_IMAGE_BYTES
+
+    big = PNG + bytes(18 * 1024 * 1024)
+    for n in range(3):
+        (workspace / f"s{n}.png").write_bytes(big)
+    vision.enqueue(reply("a"), reply("b"), reply("c"))
+    chat = make_chat("ollama:\n  model: gemma3:4b\n")
+    # refused, the message waits in the input: Ctrl-C clears it, and Ctrl-D leaves
+    chat.run("@s0.png" + ENTER, "@s1.png" + ENTER, "@s2.png" + ENTER, "\x03")
+    assert "could not save the session" not in chat.text, chat.text[-600:]
+    assert [images_sent(body) for body in vision.chat_bodies] == [1, 2]  # s2 was not sent
+    refused = [line for line in chat.text.splitlines() if "@s2.png not attached" in line]
+    assert len(refused) == 1 and "would come to 54 MB, more than the 40 MB" in refused[0]
+    assert 2 * len(big) <= MAX_CONVERSATION_IMAGE_BYTES < 3 * len(big)
+    assert "session saved as" in chat.text  # with both images: it can be resumed
+    saved = chat.store.load(chat.session.session_name)
+    assert sum(len(m.get("images") or []) for m in saved.messages) == 2
+
+
+def test_run_refuses_attachments_past_the_conversation_cap(
+    run_cli: RunCli, vision: FakeOllama, workspace: Path
+) -> None:
+    for n in range(3):
+        (workspace / f"s{n}.png").write_bytes(PNG + bytes(18 * 1024 * 1024))
+    args = ("run", "-m", "gemma3:4b", "-a", "s0.png", "-a", "s1.png", "-a", "s2.png", "what?")
+    r = run_cli(*args)
+    assert r.code == 2 and "-a s2.png: with it the conversation's images would come to" in r.stderr
+    assert vision.chat_bodies == []

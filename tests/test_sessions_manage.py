@@ -195,3 +195,38 @@ def test_a_failed_attach_sends_nothing_and_says_so(
     assert chat.text.count("@id_rsa not attached") == 2
     assert "the message was not sent (it is back in the input)" in " ".join(chat.text.split("\n"))
     assert ollama.chat_bodies == []
+
+
+def test_the_farewell_says_so_when_the_last_save_failed(
+    make_chat: MakeChat, ollama: FakeOllama
+) -> None:
+    """A save that fails after an earlier one worked: leaving must not say "session saved
+    as …" as if the whole conversation were kept (it holds an older state)."""
+    ollama.enqueue(reply("one"), reply("two"))
+    chat = make_chat()
+    chat.run("first\r")
+    assert "session saved as" in chat.text
+    name = chat.session.session_name
+    path = chat.store.path(name)
+    path.unlink()
+    path.mkdir()  # where the session file goes: something that cannot be replaced by a file
+    seen = len(chat.text)
+    chat.run("second\r")
+    after = chat.text[seen:]
+    assert "could not save the session" in after, after
+    assert "session saved as" not in after, after
+    assert f"the last save failed (see above): session {name}" in after
+
+
+def test_the_farewell_of_a_session_never_saved_says_nothing_is_kept(
+    make_chat: MakeChat, ollama: FakeOllama, home: Path
+) -> None:
+    ollama.enqueue(reply("one"))
+    chat = make_chat()
+    sessions = home / "sessions"
+    sessions.parent.mkdir(parents=True, exist_ok=True)
+    sessions.write_text("")  # the sessions folder cannot be made
+    chat.run("first\r")
+    assert "could not save the session" in chat.text
+    assert "session saved as" not in chat.text
+    assert "the session could not be saved (see above): nothing to resume" in chat.text

@@ -300,3 +300,146 @@ def test_an_mcp_result_holding_nan_keeps_the_output_json(
     assert done.returncode == 0, done.stderr
     parsed = [json.loads(line, parse_constant=_strict) for line in done.stdout.splitlines()]
     assert parsed and '"ratio": null' in done.stdout
+
+
+def _a_run_with_work_to_keep(ollama: FakeOllama, workspace: Path, *args: str) -> Any:
+    """A run that has read a file (work worth saving) and is now streaming its answer
+    without end, stopped at its first text line."""
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        Stream(reply("a b c d e f").lines[:2], endless=True),
+    )
+    proc = start_agent(ollama, workspace, *args)
+    assert proc.stdout is not None
+    return proc, read_until(proc.stdout, "text")
+
+
+def _saved_runs(home: Path) -> list[Path]:
+    return sorted((home / ".local/share/metona-agent/sessions").glob("run-*"))
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_end_the_stream_and_keep_the_work(
+    ollama: FakeOllama, workspace: Path, home: Path, sig: str
+) -> None:
+    """`timeout 60 agent run --output-format stream-json …` sends SIGTERM, a closed terminal
+    SIGHUP: the run ends as after Ctrl-C — its one `end` line, the work saved — and exits
+    128 + the signal's number."""
+    number = getattr(signal, sig)
+    proc, seen = _a_run_with_work_to_keep(ollama, workspace, "read a")
+    try:
+        proc.send_signal(number)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = seen + (lines_of(out) if out else [])
+    assert [line["type"] for line in lines].count("end") == 1, (lines[-3:], err)
+    assert lines[-1]["type"] == "end" and lines[-1]["stop_reason"] == "interrupted"
+    assert proc.returncode == 128 + number
+    assert "Traceback" not in err and f"agent: stopped by {sig}" in err
+    assert "agent chat --resume run-" in err and len(_saved_runs(home)) == 1
+
+
+def test_sigterm_ends_a_json_run_with_its_object(
+    ollama: FakeOllama, workspace: Path, home: Path
+) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        Stream(reply("a b c d e f").lines[:2], endless=True),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "run", "--output-format", "json", "read a"],
+        cwd=workspace,
+        env={**os.environ, "OLLAMA_HOST": ollama.url},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while len(ollama.chat_bodies) < 2:  # the second call is under way (it never ends)
+            assert proc.poll() is None
+            threading.Event().wait(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    record = json.loads(out)
+    assert record["stop_reason"] == "interrupted" and record["error"] == "stopped by SIGTERM"
+    assert proc.returncode == 143 and "Traceback" not in err
+    assert len(_saved_runs(home)) == 1
+
+
+def test_ctrl_c_again_and_again_cannot_cut_the_wind_down_short(
+    ollama: FakeOllama, workspace: Path, home: Path
+) -> None:
+    """A wrapper that forwards Ctrl-C while the terminal sends it too: SIGINTs keep coming
+    while the run winds down. The first ends the run; the others are ignored, so the `end`
+    line is written and the work saved all the same."""
+    proc, seen = _a_run_with_work_to_keep(ollama, workspace, "read a")
+    try:
+        while proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            threading.Event().wait(0.0005)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = seen + (lines_of(out) if out else [])
+    assert [line["type"] for line in lines].count("end") == 1, (lines[-3:], err)
+    assert lines[-1]["stop_reason"] == "interrupted"
+    assert proc.returncode == 130 and "Traceback" not in err
+    assert "agent chat --resume run-" in err and len(_saved_runs(home)) == 1
+
+
+def test_sigterm_ends_a_text_run_with_the_work_kept(
+    ollama: FakeOllama, workspace: Path, home: Path
+) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        Stream(reply("a b c d e f").lines[:2], endless=True),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "run", "read a"],
+        cwd=workspace,
+        env={**os.environ, "OLLAMA_HOST": ollama.url},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while len(ollama.chat_bodies) < 2:  # the second call is under way (it never ends)
+            assert proc.poll() is None
+            threading.Event().wait(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143 and "Traceback" not in err
+    assert "agent: stopped by SIGTERM; the work so far is saved" in err
+    assert len(_saved_runs(home)) == 1
+
+
+def test_sighup_with_stdout_gone_still_keeps_the_work(
+    ollama: FakeOllama, workspace: Path, home: Path
+) -> None:
+    """A closed terminal: the reader of stdout is gone too. The `end` line cannot be
+    written, but the work is saved all the same."""
+    proc, _seen = _a_run_with_work_to_keep(ollama, workspace, "read a")
+    try:
+        assert proc.stdout is not None
+        proc.stdout.close()
+        proc.send_signal(signal.SIGHUP)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert len(_saved_runs(home)) == 1, err
+    assert "Traceback" not in err, err

@@ -26,14 +26,17 @@ from cli.images import (
     Image,
     attribute,
     cannot_see,
+    image_bytes,
     image_note,
     is_image_name,
     read_image,
     sees_images,
+    too_many_images,
     unknown_sight,
 )
 from cli.paths import display_path
 from cli.sessions import SessionStore, conversation_turns, timestamp_name
+from cli.tools.base import ToolError
 from cli.tools.fsops import human_size
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import (
@@ -92,6 +95,7 @@ class ChatSession:
         self.audit_log = audit_log  # None: tool calls are not recorded (tests)
         self.max_sessions = max_sessions
         self.saved_at: Path | None = None  # where this session was last saved
+        self.save_failed = False  # the last save did not happen: saved_at is older
         self.conversation: list[Message] = []
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
@@ -143,8 +147,18 @@ class ChatSession:
         return str(getattr(buffer, "text", "") or "")
 
     def farewell(self) -> None:
-        """Leaving: where the conversation is kept, and how to come back to it."""
-        if self.saved_at is not None:
+        """Leaving: where the conversation is kept, and how to come back to it — or that
+        it is not, when the last save failed (said above, with why)."""
+        if self.save_failed and self.saved_at is None:
+            self.say("the session could not be saved (see above): nothing to resume", "yellow")
+        elif self.save_failed:
+            self.say(
+                f"the last save failed (see above): session {self.session_name} "
+                f"({self.saved_at}) holds the conversation as it was before; resume that "
+                f"with: agent chat --resume {self.session_name}",
+                "yellow",
+            )
+        elif self.saved_at is not None:
             self.say(
                 f"session saved as {self.session_name} ({self.saved_at}); "
                 f"resume it with: agent chat --resume {self.session_name}",
@@ -274,6 +288,13 @@ class ChatSession:
             self.renderer.error(f"@{path} not attached: {attached.error}; {_NOT_SENT}")
             return False
         image = attached.image
+        held = image_bytes(self.conversation) + sum(i.size for i in self._images)
+        too_many = too_many_images(held, image)
+        if too_many:
+            self.renderer.error(
+                f"@{path} not attached: {too_many}; {_NOT_SENT}; /clear starts a new conversation"
+            )
+            return False
         if sight is None and not self._images:
             self.say(unknown_sight(self.agent.settings.model), "yellow")
         self._images.append(image)
@@ -311,6 +332,7 @@ class ChatSession:
         `agent chat --resume` picks it up."""
         if self.saved_at is None and not any(m.get("role") == "user" for m in self.conversation):
             return  # nothing said yet (once saved, it is kept in step: /edit drops a turn)
+        self.save_failed = True  # until the file is written: the farewell must not say so
         try:
             self.saved_at = self.store.save(
                 self.session_name,
@@ -318,8 +340,9 @@ class ChatSession:
                 self.conversation,
                 cwd=self.agent.policy.cwd,
             )
+            self.save_failed = False
             self.store.prune(self.max_sessions, spare=self.session_name)
-        except (OSError, AgentError) as exc:
+        except (OSError, AgentError, ToolError) as exc:  # ToolError: not a file there
             message = exc.message if isinstance(exc, AgentError) else str(exc)
             self.renderer.error(f"could not save the session: {message}")
 
@@ -367,6 +390,7 @@ class ChatSession:
         self._last_sent = None
         self.session_name = session.name
         self.saved_at = self.store.path(session.name)
+        self.save_failed = False
         self.agent.context.memory.clear()  # what it read then may have changed since
         kind = " (an unfinished agent run)" if session.kind == "run" else ""
         self.say(
@@ -495,6 +519,7 @@ def _clear(session: ChatSession, _argument: str) -> bool:
     session.agent.context.memory.clear()
     session.session_name = _fresh_name(session.store, kept or session.session_name)
     session.saved_at = None  # the new name has nothing saved under it yet
+    session.save_failed = False
     if kept is None:
         session.say("new conversation", "dim")
     else:
@@ -619,10 +644,15 @@ def _save(session: ChatSession, argument: str) -> bool:
             "another name"
         )
         return True
-    path = session.store.save(
-        name, session.agent.settings.model, session.conversation, cwd=session.agent.policy.cwd
-    )
-    session.session_name, session.saved_at = name, path
+    try:
+        path = session.store.save(
+            name, session.agent.settings.model, session.conversation, cwd=session.agent.policy.cwd
+        )
+    except (OSError, AgentError, ToolError) as exc:
+        message = exc.message if isinstance(exc, AgentError) else str(exc)
+        session.renderer.error(f"could not save the session: {message}")
+        return True
+    session.session_name, session.saved_at, session.save_failed = name, path, False
     session.say(f"saved as {name} ({path})", "dim")
     return True
 
