@@ -133,7 +133,9 @@ class Window:
             if id(message) in protected:
                 continue
             shown = self.shown(message)
-            if shown is not message and (id(message) in self._stubs or message["role"] != "tool"):
+            if shown is not message and (
+                id(message) in self._stubs or message.get("role") != "tool"
+            ):
                 continue  # made smaller already (a shortened result may still become a stub)
             smaller = _stub(message)
             if smaller is not None:

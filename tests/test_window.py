@@ -420,3 +420,26 @@ def test_a_compaction_does_not_teach_the_estimate_a_cached_count(
     events = harness.run("read twenty files")
     assert compaction_notices(events)
     assert harness.agent.calibration.factor("qwen3:8b") == 1.0
+
+
+def test_odd_messages_do_not_break_a_compaction() -> None:
+    """What a session file may hold after a hand edit (no role, content not a string, a
+    result with no call before it, calls that are not objects): compacted, not crashed."""
+    from cli.context import message_tokens
+    from cli.window import Window
+
+    conversation: list[dict[str, Any]] = [
+        {"role": "system", "content": "rules"},
+        {"content": "no role " * 200},
+        {"role": "tool", "content": "orphan " * 300},
+        {"role": "user", "content": None},
+        {"role": "assistant", "content": "", "tool_calls": ["not an object", {"function": 3}]},
+        {"role": "tool", "content": ["a", "list"]},
+        {"role": "assistant", "content": "x " * 400},
+        {"role": "user", "content": "now"},
+    ]
+    window = Window()
+    done = window.compact(conversation, 50, message_tokens)
+    shown = window.view(conversation)
+    assert shown[0] == conversation[0] and shown[-1]["content"].startswith("now")
+    assert done.did and done.after < done.before
