@@ -31,6 +31,7 @@ from cli.backends.messages import (
     Message,
     ModelInfo,
     ReportsLoadedModels,
+    ServesOneModel,
     Stats,
     ToolCall,
 )
@@ -109,6 +110,9 @@ class AgentSettings:
     instructions: str = ""  # the project's instructions section (cli/instructions.py)
     # A compaction leaves this share of the history's room (cli/window.py, Agent._share).
     compact_to: float = 0.33
+    # False: the model is the default (no -m, no ollama.model in the config file); a server
+    # that serves one model then gets that one (Agent.model_info).
+    model_chosen: bool = True
 
 
 @dataclass(frozen=True)
@@ -263,7 +267,12 @@ class Agent:
     # -- model ----------------------------------------------------------------------------
 
     def model_info(self) -> ModelInfo:
-        """/api/show for the current model, once (raises ModelNotFound for unknown models)."""
+        """/api/show for the current model, once (raises ModelNotFound for unknown models).
+        A model nobody chose (the default) is, on a server that serves one, that one."""
+        if not self.settings.model_chosen:
+            only = self.backend.only_model() if isinstance(self.backend, ServesOneModel) else None
+            model = only or self.settings.model
+            self.settings = dataclasses.replace(self.settings, model=model, model_chosen=True)
         name = self.settings.model
         if name not in self._models:
             self._models[name] = self.backend.model_info(name)

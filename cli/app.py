@@ -552,7 +552,8 @@ def _drive(
             stream.handle(event)
         trace.handle(event)
 
-    audit_log = session_log(terminal.environ, agent.policy.cwd)
+    # the run's audit records and, if its work is kept, its session: one name
+    audit_log = session_log(terminal.environ, agent.policy.cwd, _run_name(terminal))
     conversation: list[dict[str, Any]] = []
     try:
         if stream is not None:
@@ -587,14 +588,22 @@ def _drive(
                 _interrupted(terminal, trace, output, stream, signum)
             finally:  # stdout gone (the reader had the same SIGHUP): the work is kept still
                 saved = _save_unfinished(
-                    terminal, agent.settings.model, conversation, config.agent.max_sessions
+                    terminal,
+                    agent.settings.model,
+                    conversation,
+                    config.agent.max_sessions,
+                    name=audit_log.session_id,
                 )
             kept = f"; the work so far is saved: agent chat --resume {saved}" if saved else ""
             terminal.stderr.write(f"agent: {stopped_line(signum)}{kept}\n")
             terminal.stderr.flush()
             return EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum
         saved = _save_unfinished(
-            terminal, agent.settings.model, conversation, config.agent.max_sessions
+            terminal,
+            agent.settings.model,
+            conversation,
+            config.agent.max_sessions,
+            name=audit_log.session_id,
         )
         if saved:
             exc.message += f" (the work so far is saved: agent chat --resume {saved})"
@@ -710,8 +719,30 @@ def shown_answer(answer: str, on_terminal: bool) -> str:
     return sanitize(answer.replace("\r\n", "\n"), multiline=True)
 
 
+def _run_name(terminal: Terminal) -> str:
+    """`run-<time>`, the name a run's audit records carry and its session, if kept, is saved
+    under: one no saved session has and no recent audit record carries (runs a second apart
+    are two sessions)."""
+    from cli.audit import default_path, recent_sessions
+    from cli.config import data_dir
+    from cli.sessions import SessionStore, timestamp_name
+
+    store = SessionStore(data_dir(terminal.environ) / "sessions")
+    taken = recent_sessions(default_path(terminal.environ))
+    base = name = f"run-{timestamp_name()}"
+    number = 2
+    while name in taken or store.exists(name):
+        name, number = f"{base}-{number}", number + 1
+    return name
+
+
 def _save_unfinished(
-    terminal: Terminal, model: str, conversation: list[dict[str, Any]], max_sessions: int = 100
+    terminal: Terminal,
+    model: str,
+    conversation: list[dict[str, Any]],
+    max_sessions: int = 100,
+    *,
+    name: str = "",
 ) -> str:
     """Keep a run that failed after the model had started working, so that nothing is
     lost: `agent chat --resume NAME` continues it. The session's name, or "" if not saved."""
@@ -720,7 +751,7 @@ def _save_unfinished(
     from cli.config import data_dir
     from cli.sessions import SessionStore, timestamp_name
 
-    name = f"run-{timestamp_name()}"
+    name = name or f"run-{timestamp_name()}"
     store = SessionStore(data_dir(terminal.environ) / "sessions")
     try:
         store.save(name, model, conversation, kind="run", cwd=terminal.cwd)

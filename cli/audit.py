@@ -441,9 +441,32 @@ def new_session_id() -> str:
     return secrets.token_hex(6)
 
 
-def session_log(environ: Mapping[str, str], cwd: str) -> AuditLog:
-    """The log for one `agent run` or one `agent chat`, under a fresh session id."""
-    return AuditLog(default_path(environ), new_session_id(), cwd=cwd)
+def session_log(environ: Mapping[str, str], cwd: str, name: str | None = None) -> AuditLog:
+    """The log for one `agent run` or one `agent chat`, under the session's name as `agent
+    sessions` lists it (a chat's time, `run-<time>`), or a fresh id without one. Logs written
+    before carry the 12-hex-digit ids: the name is just another string in the chain."""
+    return AuditLog(default_path(environ), name or new_session_id(), cwd=cwd)
+
+
+def recent_sessions(path: Path, window: int = 65536) -> set[str]:
+    """The session names of the records in the log's last `window` bytes (none if it cannot
+    be read): a run's name must not be one of them, even when nothing was saved under it."""
+    try:
+        with open(path, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            file.seek(max(0, size - window))
+            chunk = file.read(window)
+    except OSError:
+        return set()
+    names = set()
+    for raw in chunk.split(b"\n"):
+        try:
+            record = loads_json(raw)
+        except ValueError:  # the cut first line, a broken one: verify says which
+            continue
+        if isinstance(record, dict) and isinstance(record.get("session"), str):
+            names.add(record["session"])
+    return names
 
 
 class AuditLog:

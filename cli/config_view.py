@@ -11,7 +11,8 @@ import yaml
 
 from cli.config import Config
 
-Origin = str  # "default", "--host", "environment OLLAMA_HOST", "FILE, line N"
+# "default", "--host", "environment OLLAMA_HOST", "FILE, line N", "default, also in FILE, line N"
+Origin = str
 
 
 def effective(
@@ -22,11 +23,14 @@ def effective(
     """Every leaf key with the value in force and where it came from, in schema order.
     `flags`: key → (the flag's name, its value), for the flags given on the command line."""
     flags = flags or {}
+    defaults = dict(_leaves(Config(), ()))
     out: list[tuple[tuple[str, ...], Any, Origin]] = []
     for path, value in _leaves(config, ()):
         origin: Origin = "default"
         if config.source and path in config.lines:
             origin = f"{config.source}, line {config.lines[path]}"
+            if path in defaults and value == defaults[path]:  # as `agent init` writes them
+                origin = f"default, also in {origin}"
         if path == ("ollama", "host"):
             api = flags.get(("ollama", "api"), ("", config.ollama.api))[1]
             if api == "native" and environ.get("OLLAMA_HOST", "").strip():

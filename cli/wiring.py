@@ -84,6 +84,7 @@ def build_agent(
         tool_mode=config.agent.tool_mode,
         instructions=instructions.text,
         compact_to=config.agent.compact_to,
+        model_chosen=model_chosen(choices, config),
     )
     context = ToolContext(
         cwd=policy.cwd,
@@ -107,6 +108,15 @@ def build_agent(
     agent.instructions = instructions
     agent.mcp = start_mcp(choices, config, environ, policy, sandbox_spec(config, policy, home))
     return agent
+
+
+def model_chosen(choices: Choices, config: Config) -> bool:
+    """Whether the user named the model: -m, or an ollama.model in the config file other
+    than the default (`agent init` writes the default). A model nobody chose gives way to
+    a server's only one (Agent.model_info)."""
+    if choices.model is not None:
+        return True
+    return ("ollama", "model") in config.lines and config.ollama.model != Config().ollama.model
 
 
 def build_policy(config: Config, environ: Mapping[str, str], cwd: str, home: str) -> Policy:

@@ -272,6 +272,14 @@ class ChatBackend(Protocol):
 
 
 @runtime_checkable
+class ServesOneModel(Protocol):
+    """Optional for a backend: the one model a server serves whatever a request names
+    (llama-server, llama-cpp-python), or None. The default model gives way to it."""
+
+    def only_model(self) -> str | None: ...
+
+
+@runtime_checkable
 class ReportsLoadedModels(Protocol):
     """Optional for a backend: the models loaded now, each with the context it was given
     (Ollama's /api/ps). Sizing prefers a loaded model's context, to avoid a reload."""

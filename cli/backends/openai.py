@@ -201,6 +201,11 @@ class OpenAIClient:
             )
         return sorted(str(e["id"]) for e in entries)
 
+    def only_model(self) -> str | None:
+        """The model of a server whose GET /models lists exactly one, else None."""
+        entries = self._model_entries()
+        return str(entries[0]["id"]) if entries and len(entries) == 1 else None
+
     def model_info(self, model: str) -> ModelInfo:
         """The model check: GET /models, and only what the server says. A model the server
         does not list is ModelNotFound (naming the ones it has), except on a server that

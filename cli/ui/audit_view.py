@@ -12,6 +12,7 @@ from cli.ui.layout import pack
 from cli.ui.text import KEY_ARGUMENT, sanitize
 
 NOT_A_RECORD = "not an audit record (see agent audit verify)"
+SESSION_WIDTH = len("run-2026-12-01_23-36-05")
 
 
 def audit_row(number: int, record: Mapping[str, Any] | None, width: int | None = None) -> str:
@@ -42,7 +43,8 @@ def audit_row(number: int, record: Mapping[str, Any] | None, width: int | None =
     duration = record.get("duration_ms")
     took = "-" if duration is None else f"{duration} ms"
     when = column(str(record.get("time", ""))[:19].replace("T", " "), 19)
-    session = column(str(record.get("session", ""))[:8], 8)
+    # the session's name as `agent sessions` lists it (logs from before: a 12-digit hex id)
+    session = column(str(record.get("session", "")), SESSION_WIDTH)
     line = " ".join(
         (
             when,

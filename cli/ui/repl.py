@@ -97,6 +97,7 @@ class ChatSession:
         self.saved_at: Path | None = None  # where this session was last saved
         self.save_failed = False  # the last save did not happen: saved_at is older
         self.conversation: list[Message] = []
+        self._name = ""
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
         self._prefill = ""
@@ -109,6 +110,19 @@ class ChatSession:
             COMMANDS, agent.policy.cwd, self._completions_for, hides=agent.policy.hides
         )
         self.prompt = prompt or make_prompt(self.completer, history_at(history_file))
+
+    @property
+    def session_name(self) -> str:
+        """The name this session saves under, as `agent sessions` lists it; the audit log
+        records its calls under the same name, whatever renames it (/save NAME, /clear,
+        --resume)."""
+        return self._name
+
+    @session_name.setter
+    def session_name(self, name: str) -> None:
+        self._name = name
+        if self.audit_log is not None:
+            self.audit_log.session_id = name
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -472,7 +486,7 @@ class ChatSession:
 
     def switch_model(self, name: str) -> None:
         previous = self.agent.settings
-        self.agent.settings = replace(previous, model=name)
+        self.agent.settings = replace(previous, model=name, model_chosen=True)
         try:
             info = self.agent.model_info()
         except AgentError:
