@@ -784,7 +784,8 @@ def chat(
         bool,
         typer.Option(
             "--resume",
-            help="Reopen a saved session: NAME, or the latest one when NAME is left out.",
+            help="Reopen a saved session: NAME, or the latest chat of this directory when NAME "
+            "is left out.",
         ),
     ] = False,
     name: Annotated[

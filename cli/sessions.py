@@ -4,8 +4,9 @@ A session file holds the messages exactly as they are sent to the model, plus th
 working dir, its kind and when it was saved, so `/load` and `agent chat --resume` continue
 where the user left off. Two kinds: `chat` (every chat session autosaves after each turn) and
 `run` (an `agent run` that was interrupted or failed keeps its work as `run-<time>`). Kept
-apart: `agent chat --resume` without a name reopens the latest chat, never a run; a run is
-resumed by its name. Autosaves are bounded (`agent.max_sessions`): the oldest go first.
+apart: `agent chat --resume` without a name reopens the latest chat of the current working dir,
+never a run, nor another directory's chat; those are resumed by their name. Autosaves are
+bounded (`agent.max_sessions`): the oldest go first.
 """
 
 from __future__ import annotations
@@ -120,14 +121,16 @@ class SessionStore:
     def exists(self, name: str) -> bool:
         return self.path(name).is_file()
 
-    def latest(self, kind: str = "chat") -> Session | None:
-        """The most recently saved session of this kind (a broken file is passed over)."""
+    def latest(self, kind: str = "chat", cwd: str | None = None) -> Session | None:
+        """The most recently saved session of this kind (a broken file is passed over);
+        with `cwd`, the latest one saved in that working dir (one saved before the working
+        dir was recorded is in none)."""
         for name in self.names():
             try:
                 session = self.load(name)
             except UsageError:
                 continue
-            if session.kind == kind:
+            if session.kind == kind and (cwd is None or session.cwd == cwd):
                 return session
         return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -82,9 +83,9 @@ def test_chat_resume_without_a_name_reopens_the_last_chat_and_shows_it(
     store = SessionStore(sessions_dir(home))
     long_answer = "The answer, at length. " * 30
     store.save("chat-a", "qwen3:8b", [*CHAT, {"role": "user", "content": "and?"},
-               {"role": "assistant", "content": long_answer}])  # fmt: skip
+               {"role": "assistant", "content": long_answer}], cwd=str(workspace))  # fmt: skip
     time.sleep(0.05)
-    store.save("run-2026-12-01_11-00-00", "qwen3:8b", CHAT, kind="run")
+    store.save("run-2026-12-01_11-00-00", "qwen3:8b", CHAT, kind="run", cwd=str(workspace))
     env = {**os.environ, "OLLAMA_HOST": ollama.url, "PROMPT_TOOLKIT_NO_CPR": "1"}
     child = pexpect.spawn(
         sys.executable, ["-m", "cli", "chat", "--resume"], cwd=str(workspace), env=env,
@@ -104,6 +105,67 @@ def test_chat_resume_without_a_name_reopens_the_last_chat_and_shows_it(
     finally:
         if child.isalive():
             child.kill(signal.SIGKILL)
+
+
+def _resume(ollama: FakeOllama, workspace: Path) -> pexpect.spawn:
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "PROMPT_TOOLKIT_NO_CPR": "1"}
+    return pexpect.spawn(
+        sys.executable, ["-m", "cli", "chat", "--resume"], cwd=str(workspace), env=env,
+        encoding="utf-8", timeout=20, dimensions=(40, 200),
+    )  # fmt: skip
+
+
+def test_chat_resume_without_a_name_reopens_this_directorys_chat_not_a_later_one_elsewhere(
+    ollama: FakeOllama, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    store = SessionStore(sessions_dir(home))
+    here = [*CHAT[:1], {"role": "user", "content": "the typo here"}, CHAT[2]]
+    store.save("chat-here", "qwen3:8b", here, cwd=str(workspace))
+    time.sleep(0.05)
+    other = [*CHAT[:1], {"role": "user", "content": "the other project"}, CHAT[2]]
+    store.save("chat-there", "qwen3:8b", other, cwd=str(tmp_path))  # saved later
+    ollama.enqueue(reply("Still here."))
+    child = _resume(ollama, workspace)
+    try:
+        child.expect("loaded session chat-here: 1 turn")
+        child.expect("› the typo here")
+        child.expect("›")
+        child.send("and now?\r")
+        child.expect("Still here.")
+        child.send("/exit\r")
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.kill(signal.SIGKILL)
+    users = [m["content"] for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
+    assert users == ["the typo here", "and now?"]
+
+
+def test_chat_resume_with_no_chat_in_this_directory_says_so_and_names_the_one_elsewhere(
+    ollama: FakeOllama, home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    store = SessionStore(sessions_dir(home))
+    other = [*CHAT[:1], {"role": "user", "content": "the other project"}, CHAT[2]]
+    store.save("chat-there", "qwen3:8b", other, cwd=str(tmp_path))
+    ollama.enqueue(reply("A new start."))
+    child = _resume(ollama, workspace)
+    try:
+        child.expect("agent sessions lists them all")
+        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", str(child.before))
+        said = " ".join(plain.split())  # as wrapped to the terminal
+        assert f"no saved chat in {workspace}: starting a new one" in said
+        assert f"The latest chat is chat-there in {tmp_path}" in said
+        assert "agent chat --resume chat-there reopens it" in said
+        child.expect("›")
+        child.send("hello\r")
+        child.expect("A new start.")
+        child.send("/exit\r")
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.kill(signal.SIGKILL)
+    users = [m["content"] for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
+    assert users == ["hello"]  # nothing of the other directory's chat was sent
 
 
 def test_save_never_silently_overwrites(make_chat: MakeChat, ollama: FakeOllama) -> None:

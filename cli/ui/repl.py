@@ -395,10 +395,22 @@ class ChatSession:
         self.console.print(Text(sanitize(text, multiline=True), style=style))
 
     def load(self, name: str | None) -> None:
-        """Replace the conversation with a saved one (`None`: the latest)."""
-        session = self.store.latest() if name is None else self.store.load(name)
+        """Replace the conversation with a saved one (`None`: the latest chat of this
+        working dir; another directory's is only named, as the one to resume by name)."""
+        here = self.agent.policy.cwd
+        session = self.store.latest(cwd=here) if name is None else self.store.load(name)
         if session is None:
-            self.say("no saved session yet: starting a new one", "dim")
+            elsewhere = self.store.latest()
+            if elsewhere is None:
+                self.say("no saved chat yet: starting a new one", "dim")
+                return
+            where = f" in {elsewhere.cwd}" if elsewhere.cwd else ""
+            self.say(
+                f"no saved chat in {here}: starting a new one. The latest chat is "
+                f"{elsewhere.name}{where}: agent chat --resume {elsewhere.name} reopens it "
+                "(agent sessions lists them all)",
+                "yellow",
+            )
             return
         self.conversation = list(session.messages)
         self._last_sent = None
