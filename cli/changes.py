@@ -87,6 +87,9 @@ class Change:
     id: int = 0  # given by ChangeStore.record
     time: str = ""
     session: str = ""
+    # The name a person knows its session by (a chat's saved name): undo says where a change
+    # came from. "" in records written before it existed, and for an `agent run`.
+    session_name: str = ""
     # The step that made it: the agent's turn, or the one undo or redo that recorded it.
     turn: str = ""
     kept: int | None = None  # bytes the backup holds, measured when recorded
@@ -171,6 +174,9 @@ class ChangeStore:
     # Whose backups eviction must leave alone: the changes recorded with this session. Empty:
     # a new one, so each store (one per `agent run`, `agent chat`, `agent undo`) is its own.
     session: str = ""
+    # The name people know this session by (a chat's saved name; it changes with /load and
+    # /save), recorded with each change as its `session_name`.
+    name: str = ""
     clock: Callable[[], float] = time.time
     # The agent's turn in progress (`new_turn`): recorded with each change that sets none.
     turn: str = ""
@@ -256,6 +262,7 @@ class ChangeStore:
             id=number,
             time=stamp,
             session=change.session or self.session,
+            session_name=change.session_name or self.name,
             turn=change.turn or self.turn,
         )
         if change.backup is not None and change.kept is None:
@@ -900,6 +907,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "id": _NUMBER,
     "time": _TEXT,
     "session": _TEXT,
+    "session_name": _TEXT,
     "turn": _TEXT,
     "kept": _NUMBER + _NONE,
     "kept_sha256": _TEXT + _NONE,

@@ -143,7 +143,7 @@ def _carry_out(
                 f"{exc}; stopped after {len(done)} of the {len(step.changes)} changes "
                 "(`agent history` shows which)"
             ) from None
-        outcome = _outcome(original, redoes, shown)
+        outcome = _outcome(original, redoes, shown, _from(store, original, chat))
         if single:
             outcome += f" · #{done[0].id}: {_back(step.kind, chat, 'it')}"
         say(outcome)
@@ -161,9 +161,23 @@ def _back(kind: str, chat: bool, it: str) -> str:
     return f"{'/redo' if chat else '`agent redo`'} brings {it} back"
 
 
-def _outcome(original: Change, redone: bool, shown: Callable[[str], str]) -> str:
-    """What an undo (or a redo) made of `original`'s path, and as of when."""
+def _from(store: ChangeStore, original: Change, chat: bool) -> str:
+    """Which session `original` came from, when not this one: its name where it was recorded
+    (a chat's), else, in chat, "an earlier session" (an `agent run`'s, or one recorded before
+    names were). "" for this session's own changes."""
+    if original.session == store.session:
+        return ""
+    if original.session_name:
+        return f"session {sanitize(original.session_name)}"
+    return "an earlier session" if chat else ""
+
+
+def _outcome(original: Change, redone: bool, shown: Callable[[str], str], session: str = "") -> str:
+    """What an undo (or a redo) made of `original`'s path, and as of when (and in which
+    session, if another)."""
     when = f"{original.tool}, {original.time[:16].replace('T', ' ')} UTC"
+    if session:
+        when += f", from {session}"
     before = f"change #{original.id} ({when})"
     path = shown(original.path)
     if redone:

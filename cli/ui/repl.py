@@ -389,6 +389,18 @@ class ChatSession:
             self._models = self.agent.backend.list_models()
         return self._models
 
+    @property
+    def session_name(self) -> str:
+        return self._session_name
+
+    @session_name.setter
+    def session_name(self, name: str) -> None:
+        """The name this chat is saved under; the change store records it with each change,
+        so that an undo says which session a change came from."""
+        self._session_name = name
+        if self.agent.context.changes is not None:
+            self.agent.context.changes.name = name
+
     def say(self, text: str, style: str = "") -> None:
         """A line (or lines) of session text; sanitised, since much of it quotes what came
         from elsewhere: model and session names, the server's model list, paths."""
