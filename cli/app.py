@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 
 from cli import __version__
+from cli.app_complete import model_names, session_names
 
 if TYPE_CHECKING:
     from cli.agent import Agent
@@ -90,7 +91,13 @@ def _isatty(stream: TextIO) -> bool:
 
 ModelOpt = Annotated[
     str | None,
-    typer.Option("-m", "--model", metavar="NAME", help="Model to use (default: ollama.model)."),
+    typer.Option(
+        "-m",
+        "--model",
+        metavar="NAME",
+        help="Model to use (default: ollama.model).",
+        autocompletion=model_names,
+    ),
 ]
 HostOpt = Annotated[
     str | None,
@@ -789,7 +796,10 @@ def chat(
         ),
     ] = False,
     name: Annotated[
-        str | None, typer.Argument(metavar="NAME", help="The session --resume reopens.")
+        str | None,
+        typer.Argument(
+            metavar="NAME", help="The session --resume reopens.", autocompletion=session_names
+        ),
     ] = None,
 ) -> None:
     with command(ctx) as terminal:

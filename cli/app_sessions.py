@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from cli.app_complete import session_names
+
 if TYPE_CHECKING:
     from cli.sessions import Session, SessionStore, UnreadableSession
 
@@ -65,7 +67,10 @@ def sessions_list(
 @sessions_app.command("rm", help="Remove the saved session NAME.")
 def sessions_rm(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(metavar="NAME", help="The session to remove.")],
+    name: Annotated[
+        str,
+        typer.Argument(metavar="NAME", help="The session to remove.", autocompletion=session_names),
+    ],
 ) -> None:
     from cli.app import command
 
