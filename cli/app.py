@@ -561,6 +561,8 @@ def _drive(
 
     # the run's audit records and, if its work is kept, its session: one name
     audit_log = session_log(terminal.environ, agent.policy.cwd, _run_name(terminal))
+    if agent.context.changes is not None:  # and its changes, for undo to say where they came from
+        agent.context.changes.name = audit_log.session_id
     conversation: list[dict[str, Any]] = []
     try:
         if stream is not None:

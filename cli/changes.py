@@ -87,8 +87,9 @@ class Change:
     id: int = 0  # given by ChangeStore.record
     time: str = ""
     session: str = ""
-    # The name a person knows its session by (a chat's saved name): undo says where a change
-    # came from. "" in records written before it existed, and for an `agent run`.
+    # The name a person knows its session by (a chat's saved name, a run's `run-<time>`, as
+    # `agent sessions` and the audit log name them): undo says where a change came from. ""
+    # in records written before it existed.
     session_name: str = ""
     # The step that made it: the agent's turn, or the one undo or redo that recorded it.
     turn: str = ""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pexpect
 
+from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
 CHANGES = Path(".local/state/metona-agent/changes")
@@ -110,4 +111,24 @@ def test_a_change_store_written_before_session_names_still_undoes_from_an_earlie
         assert "UTC, from an earlier session)" in said(second)
         second.send("/exit\r")
         second.expect(pexpect.EOF)
+    assert (workspace / "notes.txt").read_text() == "v1\n"
+
+
+def test_undo_in_chat_names_the_agent_run_a_change_came_from(
+    ollama: FakeOllama, workspace: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
+    (workspace / "notes.txt").write_text("v1\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("write_file", {"path": "notes.txt", "content": "v2\n"})]),
+        reply("done"),
+    )
+    assert run_cli("run", "--yes", "rewrite the notes").code == 0
+    config = tmp_path / "config.yaml"
+    config.write_text("policy:\n  confirm: none\n")
+    with chat(ollama, workspace, config) as later:
+        later.send("/undo\r")
+        later.expect("/redo brings it back")
+        assert re.search(r"UTC, from session run-[0-9_-]+\)", said(later))
+        later.send("/exit\r")
+        later.expect(pexpect.EOF)
     assert (workspace / "notes.txt").read_text() == "v1\n"

@@ -163,8 +163,8 @@ def _back(kind: str, chat: bool, it: str) -> str:
 
 def _from(store: ChangeStore, original: Change, chat: bool) -> str:
     """Which session `original` came from, when not this one: its name where it was recorded
-    (a chat's), else, in chat, "an earlier session" (an `agent run`'s, or one recorded before
-    names were). "" for this session's own changes."""
+    (a chat's saved name, a run's `run-<time>`), else, in chat, "an earlier session" (one
+    recorded before names were). "" for this session's own changes."""
     if original.session == store.session:
         return ""
     if original.session_name:

@@ -115,7 +115,8 @@ class ChatSession:
     def session_name(self) -> str:
         """The name this session saves under, as `agent sessions` lists it; the audit log
         records its calls under the same name, whatever renames it (/save NAME, /clear,
-        --resume)."""
+        --resume); so does the change store, so that an undo says which session a change
+        came from."""
         return self._name
 
     @session_name.setter
@@ -123,6 +124,8 @@ class ChatSession:
         self._name = name
         if self.audit_log is not None:
             self.audit_log.session_id = name
+        if self.agent.context.changes is not None:
+            self.agent.context.changes.name = name
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -388,18 +391,6 @@ class ChatSession:
         if self._models is None:
             self._models = self.agent.backend.list_models()
         return self._models
-
-    @property
-    def session_name(self) -> str:
-        return self._session_name
-
-    @session_name.setter
-    def session_name(self, name: str) -> None:
-        """The name this chat is saved under; the change store records it with each change,
-        so that an undo says which session a change came from."""
-        self._session_name = name
-        if self.agent.context.changes is not None:
-            self.agent.context.changes.name = name
 
     def say(self, text: str, style: str = "") -> None:
         """A line (or lines) of session text; sanitised, since much of it quotes what came
