@@ -162,14 +162,15 @@ def _back(kind: str, chat: bool, it: str) -> str:
 
 
 def _from(store: ChangeStore, original: Change, chat: bool) -> str:
-    """Which session `original` came from, when not this one: its name where it was recorded
-    (a chat's saved name, a run's `run-<time>`), else, in chat, "an earlier session" (one
-    recorded before names were). "" for this session's own changes."""
-    if original.session == store.session:
+    """In chat, which session `original` came from when not this one: its name where it was
+    recorded (a chat's saved name, a run's `run-<time>`), else "an earlier session" (one
+    recorded before names were). "" for this chat's own changes, and for `agent undo`, whose
+    changes are all another session's."""
+    if not chat or original.session == store.session:
         return ""
     if original.session_name:
         return f"session {sanitize(original.session_name)}"
-    return "an earlier session" if chat else ""
+    return "an earlier session"
 
 
 def _outcome(original: Change, redone: bool, shown: Callable[[str], str], session: str = "") -> str:
