@@ -868,10 +868,13 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             f"[bold]metona-agent[/] · {escape(sanitize(settings.model))} · "
             f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
             f"tools {'on' if agent.tools_on() else 'off'} · "
+            f"confirm: {escape(agent.policy.config.confirm)} · "
             f"think {think_state(settings.think) if info.supports_thinking else 'off'}"
             " [dim]· /help[/]",
             highlight=False,
         )
+        if agent.policy.config.confirm == "none":  # nothing but deletes is asked: said apart
+            console.print(f"[yellow]{escape(CONFIRM_NONE)}[/]", highlight=False)
         if info.note:  # what the backend had to assume about the model, said once
             console.print(f"[yellow]note:[/] {escape(sanitize(info.note))}", highlight=False)
         read = agent.instructions.summary()
@@ -903,6 +906,12 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         if resume:
             session.load(name)
         return session.run()
+
+
+CONFIRM_NONE = (
+    "confirm: none — writes, edits and moves run without asking; deletes still ask "
+    "(/tools lists each tool)"
+)
 
 
 def _whole_tree_agreed(agent: Agent, console: Any, keys: Any) -> bool:

@@ -250,6 +250,7 @@ class McpServers:
         self._opened: list[Client] = []
         self._notices: list[str] = []  # to tell the user, once each (`notices`)
         self._said: set[str] = set()
+        self._failed_said: set[str] = set()  # servers `failures` named already
 
     # -- start and stop ---------------------------------------------------------------------
 
@@ -279,11 +280,26 @@ class McpServers:
                 )
             server.thread = None
         self._rebuild()
-        return [
-            f"MCP server {s.name}: {s.error}; its tools are left out"
-            for s in self.servers.values()
-            if s.status == "failed"
-        ]
+        return self.failures()
+
+    def failures(self) -> list[str]:
+        """One line per server known by now not to have started (its start-up thread has
+        ended, or `wait` gave up on it) that no earlier call named: a chat says them as soon
+        as they are known, and `wait` then names only the others."""
+        with self._lock:
+            failed = [
+                s
+                for s in self.servers.values()
+                if s.status == "failed"
+                and s.name not in self._failed_said
+                and (s.thread is None or not s.thread.is_alive())
+            ]
+            self._failed_said.update(s.name for s in failed)
+        return [f"MCP server {s.name}: {s.error}; its tools are left out" for s in failed]
+
+    def starting(self) -> list[threading.Thread]:
+        """The start-up threads still running (to wait for without giving up on them)."""
+        return [s.thread for s in self.servers.values() if s.thread and s.thread.is_alive()]
 
     def _connect(self, server: Server) -> None:
         client: Client | None = None

@@ -33,7 +33,7 @@ from cli.tools.base import ToolError
 from cli.tools.edits import EditFailed, plan_edit
 from cli.ui.cards import card_title
 from cli.ui.keys import KeyReader
-from cli.ui.layout import pack
+from cli.ui.layout import Hanging, pack
 from cli.ui.text import plural, sanitize, shorten
 
 # Each delete and each command is looked at on its own: never "yes to all" for these.
@@ -119,7 +119,8 @@ class ChatApprover:
         scope = change_scope(request) if session_ok and name in CHANGE_TOOLS else None
         if scope is not None and self.covers(request):
             return Approval(True, by="session")
-        self.console.print(card(request, self.cwd, self.console.encoding, self.consequences))
+        shown = card(request, self.cwd, self.console.encoding, self.consequences)
+        self.console.print(Hanging(shown))  # a long line goes on indented, inside the card
         choices = "yn" + ("a" if session_ok else "") + ("d" if scope else "") + "q"
         where = _scope_name(scope, self.cwd) if scope else ""
         asked = question(request.call.name, choices, self.console.width, where=where)
@@ -454,16 +455,35 @@ def _read_text(path: str, shown: str) -> tuple[str | None, str]:
 
 
 def _diff(old: str, new: str) -> list[Text]:
+    first, second = _line_ends(old), _line_ends(new)
+    first, second = (second if first == "" else first), (first if second == "" else second)
+    ends = first, second
+    said: list[Text] = []
+    if "CRLF" in ends and None not in ends:  # said once, not as a \r on every line
+        change = ends[0] if ends[0] == ends[1] else f"{ends[0]} → {ends[1]}, every line"
+        said = [Text(f"  line endings: {change}", "yellow" if ends[0] != ends[1] else "dim")]
+        old, new = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
     # [2:] drops the ---/+++ file headers: the path is on the card already.
     diff = list(difflib.unified_diff(_keep_ends(old), _keep_ends(new), lineterm=""))[2:]
     added = sum(1 for d in diff if d.startswith("+"))
     removed = sum(1 for d in diff if d.startswith("-"))
-    lines = [Text(f"  diff: +{added} −{removed} lines")]
+    lines = [Text(f"  diff: +{added} −{removed} lines"), *said]
     for entry in diff[:DIFF_LINES]:
         lines += _diff_line(entry)
     if len(diff) > DIFF_LINES:
         lines.append(Text(f"  … {len(diff) - DIFF_LINES} more diff lines not shown", "dim"))
     return lines
+
+
+def _line_ends(text: str) -> str | None:
+    """`CRLF` when every line of `text` ends so, "LF" when none does, "" when it has no
+    line end at all, None for a mix: a mix is diffed as it is, each "\\r" shown."""
+    lf, crlf = text.count("\n"), text.count("\r\n")
+    if lf == 0:
+        return ""
+    if crlf == 0:
+        return "LF"
+    return "CRLF" if crlf == lf else None
 
 
 def _diff_line(entry: str) -> list[Text]:

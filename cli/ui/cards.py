@@ -4,6 +4,7 @@ and a short, folded preview of the result. Model-supplied text is sanitised and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -13,12 +14,15 @@ from rich.text import Text
 
 from cli import outcomes
 from cli.backends.messages import Stats, ToolCall
+from cli.config import MCP_PREFIX
 from cli.events import ContextUse, ToolResult
 from cli.paths import display_path
 from cli.tools.fsops import human_size
+from cli.ui.layout import Hanging
 from cli.ui.text import call_summary, plural, result_summary, sanitize, shorten_text
 
 FOLD_LINES = 8  # preview lines shown before "… N more lines"
+MCP_LINES = 4  # an MCP tool's result: its first lines (the server's text, not ours to lay out)
 
 T = TypeVar("T")
 
@@ -74,14 +78,15 @@ def tool_card(event: ToolResult, cwd: str) -> Group:
     word = outcomes.label(decided, result)
     if not decided.allowed:  # declined, denied or invalid: why, in a person's words
         why = Text(shorten_text(outcomes.detail(decided, result), 300), style="grey50")
-        return Group(card_title(event.call, status, word=word), _indent(why))
-    lines = _PREVIEWS.get(event.call.name, _no_preview)(result, cwd)
+        return Group(Hanging(card_title(event.call, status, word=word)), _indent(why))
+    preview = _mcp_preview if event.call.name.startswith(MCP_PREFIX) else _no_preview
+    lines = _PREVIEWS.get(event.call.name, preview)(result, cwd)
     if status == "failed" and _shows_error(event.call.name, result):
         lines.append(Text(shorten_text(outcomes.detail(decided, result), 300), style="red"))
     if result.get("note"):
         lines.append(Text(shorten_text(str(result["note"]), 300), style="dim"))
     title = card_title(event.call, status, _duration(event.duration), word=word)
-    return Group(title, *(_indent(line) for line in lines))
+    return Group(Hanging(title), *(_indent(line) for line in lines))
 
 
 def _shows_error(name: str, result: Mapping[str, Any]) -> bool:
@@ -143,6 +148,24 @@ def _duration(seconds: float) -> str:
 
 def _no_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
     return []
+
+
+def _mcp_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:
+    """An MCP tool's result: the first lines of its text (sanitised, each cut to a row),
+    or its structured content as JSON, and how much there is."""
+    if not result.get("success"):
+        return []
+    text = str(result.get("content") or "")
+    if not text.strip() and result.get("structuredContent") is not None:
+        text = json.dumps(result["structuredContent"], ensure_ascii=False, default=str)
+    lines = [line for line in _text_lines(text) if line.strip()]
+    if not lines:
+        return [Text("(no output)", style="dim")]
+    body = _fold(lines, lambda line: Text(sanitize(line, multiline=True)), MCP_LINES)
+    footer = f"{plural(len(lines), 'line')} · {plural(len(text), 'char')}"
+    if result.get("truncated"):
+        footer += " · cut at the size limit"
+    return [*body, Text(footer, style="dim")]
 
 
 def _read_preview(result: Mapping[str, Any], cwd: str) -> list[Text]:

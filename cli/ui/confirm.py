@@ -9,6 +9,7 @@ from rich.console import Console
 from cli.approval import Approval, ApprovalRequest
 from cli.ui.approve import Consequences, card, ring
 from cli.ui.keys import read_fresh_line
+from cli.ui.layout import Hanging
 
 
 class LineApprover:
@@ -33,7 +34,8 @@ class LineApprover:
         self.bell = bell  # agent.bell
 
     def __call__(self, request: ApprovalRequest) -> Approval:
-        self.console.print(card(request, self.cwd, self.console.encoding, self.consequences))
+        shown = card(request, self.cwd, self.console.encoding, self.consequences)
+        self.console.print(Hanging(shown))  # a long line goes on indented, inside the card
         self.console.print("Allow? [y/N] ", end="", markup=False)
         self.console.file.flush()
         ring(self.console, self.bell)

@@ -10,7 +10,8 @@ import os
 from collections.abc import Sequence
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleDimensions
+from rich.console import Console, ConsoleDimensions, ConsoleOptions, RenderResult
+from rich.text import Text
 
 
 def terminal_width(stream: object) -> int | None:
@@ -89,3 +90,58 @@ def _cut(text: str, cells: int) -> str:
             break
         out += char
     return out + (f"…+{len(text) - len(out)}" if counted else "…")
+
+
+class Hanging:
+    """Rich text drawn line by line, a line too long for the width going on under a
+    hanging indent (its own indent and two more) rather than at column 0: a card's title
+    or a path that wraps stays inside its card."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(1, options.max_width)
+        for line in self.text.split("\n", allow_blank=True):
+            for row in hang(line, width):
+                row.no_wrap = True  # cut where needed, never wrapped again at column 0
+                row.end = "\n"
+                yield row
+
+
+def hang(line: Text, width: int) -> list[Text]:
+    """`line` in rows of at most `width` cells, broken after a space where there is one;
+    every row after the first starts with the line's indent and two more spaces."""
+    if line.cell_len <= width:
+        return [line]
+    plain = line.plain
+    pad = " " * min(len(plain) - len(plain.lstrip(" ")) + 2, width // 3)
+    rows: list[Text] = []
+    rest, room = line, width
+    while rest.cell_len > room:
+        cut = _break(rest.plain, room)
+        rows.append(rest[:cut])
+        rest = rest[cut:]
+        rest = rest[len(rest.plain) - len(rest.plain.lstrip(" ")) :]
+        rest = Text.assemble(pad, rest)
+        room = width
+    rows.append(rest)
+    for row in rows:
+        row.rstrip()
+    return rows
+
+
+def _break(plain: str, room: int) -> int:
+    """Where to end a row of `plain` that holds at most `room` cells: after the last space
+    that fits and leaves the row at least half full, else (a long word: a path) at the last
+    character that fits; at least one."""
+    cells, fits, space = 0, 0, 0
+    for index, char in enumerate(plain):
+        cells += cell_len(char)
+        if cells > room:
+            break
+        fits = index + 1
+        if char == " ":
+            space = index + 1
+    start = len(plain) - len(plain.lstrip(" "))
+    return space if space > start and 2 * space >= fits else max(1, fits)

@@ -65,3 +65,21 @@ def _loaded(row: ModelRow) -> str:
     if not row.loaded:
         return ""
     return f"yes ({short_tokens(row.loaded_context)} ctx)" if row.loaded_context else "yes"
+
+
+def model_lines(rows: Sequence[ModelRow], current: str) -> list[str]:
+    """`/models` in chat: what `agent models` shows, one compact line a model — `*` marks
+    the current one — then what prompt and none mean, when a model shows them:
+    `* qwen3:8b · 4.9 GB · 40k ctx · tools native · tools, thinking · loaded`."""
+    lines = []
+    for row in rows:
+        name, size, _params, _quant, context, tools, capabilities, loaded = _cells(row)
+        parts = [f"{'*' if row.name == current else ' '} {name}", size]
+        parts.append(f"{context} ctx" if context != "-" else "ctx ?")
+        parts.append(f"tools {tools}")
+        parts.append(capabilities)
+        if loaded:
+            parts.append("loaded" if loaded == "yes" else loaded.replace("yes", "loaded", 1))
+        lines.append(" · ".join(parts))
+    notes = [TOOL_WORDS[w] for w in TOOL_WORDS if any(row.tools == w for row in rows)]
+    return lines + [f"  {note}" for note in notes]

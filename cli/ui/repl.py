@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -13,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
 from rich.console import Console
 from rich.text import Text
 
 from cli.agent import Agent
 from cli.audit import AuditLog, audited
-from cli.backends.messages import Message, ToolCall, closest_models
+from cli.backends.messages import Message, ModelInfo, ToolCall, closest_models
 from cli.config import THINK_LEVELS
 from cli.errors import AgentError
 from cli.events import ToolDecided, ToolResult
@@ -61,6 +63,7 @@ _NOT_SENT = "the message was not sent (it is back in the input)"
 # What `attach` appends: a `<file …>` block for each file, then an `<image …/>` line each.
 _ATTACHED_BLOCKS = re.compile(r'\n\n<(?:file|image) path="[^"\n]*"[^>\n]*>.*\Z', re.DOTALL)
 REPLAYED_TURNS = 3  # turns shown again on --resume and /load
+MCP_WATCH_POLLS = 50  # tenths of a second a server's failure waits for a prompt to show above
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class ChatSession:
         self._name = ""
         self.session_name = timestamp_name()
         self._models: list[str] | None = None
+        self._turn_begun = False  # a turn has begun: MCP start-up failures are the agent's to say
         self._prefill = ""
         self._images: list[Image] = []  # the images the message being sent attaches
         # The last message sent: its text with attachments, as typed, and its turn in the
@@ -131,7 +135,9 @@ class ChatSession:
 
     def run(self) -> int:
         """Read and answer until /exit, /bye or Ctrl-D; the exit status (always 0)."""
+        self._watch_mcp()
         while True:
+            self._say_mcp_failures()
             try:
                 text = self.prompt.prompt("› ", default=self._prefill)
             except KeyboardInterrupt:
@@ -157,6 +163,49 @@ class ChatSession:
                 self.renderer.interrupted()
             except Exception as exc:  # a bug of ours must not take the session with it
                 self.renderer.error(f"internal error: {exc!r}; the session goes on")
+
+    # -- MCP servers that did not start: said as soon as known, not at the first message --
+
+    def _say_mcp_failures(self) -> None:
+        """The servers known by now to have failed to start, each named once; after the
+        first turn has begun, the agent says them (it waits for the servers then)."""
+        servers = self.agent.mcp
+        if servers is None or self._turn_begun:
+            return
+        for line in servers.failures():
+            self.say(line, "yellow")
+
+    def _watch_mcp(self) -> None:
+        """The servers start in the background: as each start ends, a failure is said above
+        the prompt being read (prompt_toolkit redraws it, with what was typed), or before
+        the next prompt when none is being read."""
+        servers = self.agent.mcp
+        threads = servers.starting() if servers is not None else []
+        if not threads:
+            return
+
+        def watch() -> None:
+            for thread in threads:
+                thread.join()
+                for _ in range(MCP_WATCH_POLLS):  # the prompt may be a moment from being read
+                    if self._turn_begun or self._tell_above_prompt():
+                        break
+                    time.sleep(0.1)
+
+        threading.Thread(target=watch, daemon=True, name="mcp-watch").start()
+
+    def _tell_above_prompt(self) -> bool:
+        """Has the prompt's own loop say the failures known now: True when a prompt is
+        being read (the run loop says them before the next one otherwise)."""
+        app = getattr(self.prompt, "app", None)
+        loop = getattr(app, "loop", None)
+        if app is None or not app.is_running or loop is None:
+            return False
+        try:
+            loop.call_soon_threadsafe(lambda: run_in_terminal(self._say_mcp_failures))
+        except RuntimeError:  # the prompt ended meanwhile: its loop is closed
+            return False
+        return True
 
     def _typed_at_prompt(self) -> str:
         """What the input line held when the prompt was left ("" when it was empty)."""
@@ -195,6 +244,7 @@ class ChatSession:
         """One turn of the agent loop for `message` and its `images` (`typed`: what the user
         typed of it, before attachments: /edit gives it back)."""
         changes = self.agent.context.changes
+        self._turn_begun = True  # the agent waits for the MCP servers and says what failed
         events = self.agent.run(self.conversation, message, images)
         self._last_sent = (message, typed, changes.turn if changes is not None else "")
         if self.audit_log is not None:
@@ -589,10 +639,24 @@ def _model(session: ChatSession, argument: str) -> bool:
 
 
 def _models(session: ChatSession, _argument: str) -> bool:
-    session._models = None
-    current = session.agent.settings.model
-    for name in session.models():
-        session.say(f"{'*' if name == current else ' '} {name}", "bold" if name == current else "")
+    """The server's models as `agent models` gives them, one compact line each."""
+    from cli.catalog import gather
+    from cli.ui.models_view import model_lines
+
+    agent = session.agent
+
+    def tools(info: ModelInfo) -> str:
+        mode = agent.tool_mode(info)
+        return "none" if mode == "off" else mode
+
+    rows = gather(agent.backend, tools=tools)
+    session._models = [row.name for row in rows]
+    current = agent.settings.model
+    lines = model_lines(rows, current)  # sanitised: names and details come from the server
+    for row, line in zip(rows, lines, strict=False):
+        session.console.print(Text(line, "bold" if row.name == current else ""))
+    for note in lines[len(rows) :]:
+        session.console.print(Text(note, "dim"))
     return True
 
 
