@@ -6,12 +6,13 @@ in order, and send again; stop when an answer has no tool calls or after `max_st
 calls. The conversation list is the caller's and stays well-formed whatever happens, Ctrl-C
 included: a partial answer is kept, and every tool call gets its tool message.
 
-Each request gets its own num_ctx (cli/sizing.py) and the history that fits it; the server's
-prompt_eval_count corrects our token estimate for the next one. A prompt the server still
-refuses as too long is trimmed harder and sent once more; the context and prompt size the
-server's refusal states are learnt. A message that cannot fit whatever older history is left
-out is refused before it is sent. An answer the server cut for length ends the turn as
-"length", not as an answer.
+Each request gets its own num_ctx (cli/sizing.py) and the conversation as the server is sent
+it (cli/window.py): the last request and the new messages, compacted once and deep when they
+no longer fit; the server's prompt_eval_count corrects our token estimate for the next one.
+A prompt the server still refuses as too long is compacted to the corrected budget and sent
+once more; the context and prompt size the server's refusal states are learnt. A message
+that cannot fit whatever older history is left out is refused before it is sent. An answer
+the server cut for length ends the turn as "length", not as an answer.
 """
 
 from __future__ import annotations
@@ -511,7 +512,7 @@ class Agent:
         tools_cost: int,
     ) -> Generator[Event, None, tuple[_Turn, _Plan]]:
         """One model call. A prompt the server refuses as longer than its context (we send
-        `truncate: false`, so it refuses instead of cutting) is trimmed harder and sent once
+        `truncate: false`, so it refuses instead of cutting) is compacted and sent once
         more; refused again, the turn fails naming ollama.max_num_ctx."""
         turn = _Turn()
         try:
@@ -1166,7 +1167,7 @@ class Agent:
         what, fix = context_advice(limits, info.name)
         sent = "" if limits.fixed else f"num_ctx {plan.num_ctx}, "
         return (
-            "the conversation does not fit the model's context even with history trimmed "
+            "the conversation does not fit the model's context even with history left out "
             f"({sent}bounded by {what}): {fix}, or start a new conversation, or send less"
         )
 
