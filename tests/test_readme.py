@@ -75,3 +75,12 @@ def test_readme_first_screen_says_how_to_use_it_on_a_project() -> None:
     first = README.split("## ", 1)[0]
     assert "pipx install /path/to/metona-agent" in first and "uv tool install" in first
     assert "cd ~/code/your-project && agent chat" in first
+
+
+def test_readme_chat_table_names_every_command() -> None:
+    """The chat command table is complete: every slash command the REPL knows has a row."""
+    from cli.ui.repl import COMMANDS
+
+    rows = "\n".join(line for line in README.splitlines() if line.startswith("| `/"))
+    missing = [name for name in COMMANDS if not re.search(re.escape(name) + r"(?![\w-])", rows)]
+    assert missing == []
