@@ -265,6 +265,7 @@ class RunSignals:
 
     def __init__(self) -> None:
         self.quiet = False
+        self.received: int | None = None  # the signal that ended the run, if one did
 
     def __call__(self, signum: int, _frame: object) -> None:
         import signal
@@ -272,6 +273,7 @@ class RunSignals:
         if self.quiet:
             return
         self.quiet = True
+        self.received = signum
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         raise Stopped(signum)
@@ -583,19 +585,35 @@ def _drive(
             for line in _instruction_lines(agent.instructions, verbose):
                 said(Notice(line))
             trace.consume(events if stream is None else stream.tee(events))
-    except (AgentError, KeyboardInterrupt, Stopped) as exc:
+    except (AgentError, KeyboardInterrupt, Stopped, OSError) as exc:
         if signals is not None:
             signals.quiet = True  # winding down: a second Ctrl-C cannot cut it short
-        if stream is not None:
+        received = signals.received if signals is not None else None
+        if isinstance(exc, OSError) and received is None:
+            # stdout or the terminal gone with no signal (`| head -1`): the work is kept,
+            # and the error goes on to be reported as any other
+            _save_unfinished(
+                terminal,
+                agent.settings.model,
+                conversation,
+                config.agent.max_sessions,
+                name=audit_log.session_id,
+            )
+            raise
+        if stream is not None and not isinstance(exc, OSError):
             # if the failure came first: the stream has its start
             stream.start(agent, yes=yes, images=images)
         if not isinstance(exc, AgentError):
             import signal
 
-            signum = exc.signum if isinstance(exc, Stopped) else int(signal.SIGINT)
+            # An OSError here came from writing to a terminal the same signal closed (a
+            # window shut: SIGHUP, then EIO): it is that signal's ending.
+            signum = exc.signum if isinstance(exc, Stopped) else received or int(signal.SIGINT)
             try:
                 _interrupted(terminal, trace, output, stream, signum)
-            finally:  # stdout gone (the reader had the same SIGHUP): the work is kept still
+            except OSError:
+                pass  # stdout gone (the reader had the same SIGHUP): nothing more to write
+            finally:
                 saved = _save_unfinished(
                     terminal,
                     agent.settings.model,
@@ -604,8 +622,9 @@ def _drive(
                     name=audit_log.session_id,
                 )
             kept = f"; the work so far is saved: agent chat --resume {saved}" if saved else ""
-            terminal.stderr.write(f"agent: {stopped_line(signum)}{kept}\n")
-            terminal.stderr.flush()
+            with contextlib.suppress(OSError):  # stderr may be the closed terminal too
+                terminal.stderr.write(f"agent: {stopped_line(signum)}{kept}\n")
+                terminal.stderr.flush()
             return EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum
         saved = _save_unfinished(
             terminal,

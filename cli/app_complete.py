@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -42,10 +43,26 @@ def model_names(ctx: Any, incomplete: str) -> list[str]:
             )
             config = load(choices, os.environ)
             config = replace(config, ollama=replace(config.ollama, timeout=MODEL_TIMEOUT))
-            names = build_backend(choices, config, os.environ).list_models()
+            backend = build_backend(choices, config, os.environ)
     except Exception:
         return []
-    return [name for name in names if name.startswith(incomplete)]
+    # The timeout is per read: a server that trickles its answer, or retries on "busy",
+    # could hold Tab far longer. The whole ask gets MODEL_TIMEOUT, in a thread left behind
+    # (a daemon: the completion process exits without it).
+    found: list[str] = []
+
+    def ask() -> None:
+        try:
+            found.extend(backend.list_models())
+        except Exception:  # anything: completion offers nothing, and says nothing
+            return
+
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    asking.join(MODEL_TIMEOUT)
+    if asking.is_alive():
+        return []
+    return [name for name in found if name.startswith(incomplete)]
 
 
 def _text(value: Any) -> str | None:

@@ -89,3 +89,39 @@ def test_tab_after_m_with_no_server_or_a_silent_one_completes_nothing_quietly(
     for host in (closed, silent_server):
         done = complete("agent chat -m ", {"OLLAMA_HOST": host})
         assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "", "")
+
+
+def test_tab_after_m_gives_up_on_a_server_that_trickles_its_answer() -> None:
+    """The read timeout is per read: a server sending its model list a byte at a time would
+    hold Tab for as long as it likes. The whole ask has a deadline: the completion is over,
+    offering nothing, while the server is still sending."""
+    import threading
+
+    body = b'{"models": [{"name": "trickled:1b"}]}'
+    done = threading.Event()
+    stop = threading.Event()
+
+    def serve(listener: socket.socket) -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            connection.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body))
+            for byte in body:  # a byte every half second: 19 s for the whole list
+                if stop.wait(0.5):
+                    return
+                connection.sendall(bytes([byte]))
+            done.set()
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        server = threading.Thread(target=serve, args=(listener,), daemon=True)
+        server.start()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        answered = complete(f"agent run --host {url} -m tr")
+        finished_first = not done.is_set()
+        stop.set()
+        server.join(10)
+    assert answered.returncode == 0 and answered.stdout.split() == [] and answered.stderr == ""
+    assert finished_first  # over before the server had sent its list

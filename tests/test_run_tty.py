@@ -66,3 +66,40 @@ def test_model_text_in_the_question_is_sanitised(ollama: FakeOllama, workspace: 
     assert "\\r\\x1b[2Kharmless" in shown and "\x1b[2Kharmless" not in shown
     child.sendline("n")
     child.expect(pexpect.EOF)
+
+
+def test_closing_the_terminal_mid_answer_keeps_the_work(
+    ollama: FakeOllama, workspace: Path, home: Path
+) -> None:
+    """The terminal window shut while the answer streams: SIGHUP, then every write to the
+    terminal fails (EIO). The run still ends as a SIGHUP ends it: the work saved, one line
+    on stderr (here a file, which outlives the terminal), no traceback."""
+    import signal
+    import time
+
+    from tests.fake_ollama import Stream
+
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        Stream(reply("a b c d e f").lines[:2], endless=True),
+    )
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "HOME": str(home)}
+    err = workspace.parent / "err.txt"
+    command = f"exec {sys.executable} -m cli run --yes 'read a' 2>{err}"
+    child = pexpect.spawn("/bin/sh", ["-c", command], cwd=str(workspace), env=env, timeout=60)
+    child.expect("a b")
+    pid = child.pid
+    child.close(force=False)  # the terminal goes: the kernel hangs its session up
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    said = err.read_text()
+    assert "Traceback" not in said, said
+    assert f"stopped by {signal.Signals.SIGHUP.name}" in said, said
+    saved = sorted((home / ".local/share/metona-agent/sessions").glob("run-*"))
+    assert saved, said
