@@ -120,6 +120,9 @@ class TypeAhead:
         self.on_escape = on_escape or _interrupt_main
         self._typed = b""  # what the watcher read
         self._halt = threading.Event()
+        # Held while an Esc is delivered and while the watch is halted: an Esc seen as the turn
+        # ends is delivered before the halt or not at all, never into the wind-down.
+        self._escape_lock = threading.Lock()
         self._watcher: threading.Thread | None = None
         self._wake: tuple[int, int] | None = None  # a pipe that ends the watcher's wait
 
@@ -147,16 +150,18 @@ class TypeAhead:
         """The terminal as it was; what was typed since `start`."""
         if self.fd is None or self._saved is None:
             return ""
-        self._unwatch()
-        typed, self._typed = self._typed, b""
-        if self.reads:
-            try:
-                while chunk := os.read(self.fd, 4096):
-                    typed += chunk
-            except OSError:
-                pass
-        _set(self.fd, self._saved)
-        self._saved = None
+        try:
+            self._unwatch()
+            typed, self._typed = self._typed, b""
+            if self.reads:
+                try:
+                    while chunk := os.read(self.fd, 4096):
+                        typed += chunk
+                except OSError:
+                    pass
+        finally:  # whatever happens (a Ctrl-C now), the terminal is as it was
+            _set(self.fd, self._saved)
+            self._saved = None
         return typed_text(typed.decode("utf-8", "replace"))
 
     @contextlib.contextmanager
@@ -184,7 +189,8 @@ class TypeAhead:
         watcher, self._watcher = self._watcher, None
         if watcher is None:
             return
-        self._halt.set()
+        with self._escape_lock:
+            self._halt.set()
         wake, self._wake = self._wake, None
         if wake is not None:
             os.write(wake[1], b"x")
@@ -210,8 +216,9 @@ class TypeAhead:
             keys = chunk.decode("utf-8", "replace")
             if any(k in ("\x1b", "\x1b\x1b") for k in _KEY_SEQUENCE.findall(keys)):
                 self._typed += chunk  # the Esc itself is dropped as the keys become text
-                if not self._halt.is_set():
-                    self.on_escape()
+                with self._escape_lock:
+                    if not self._halt.is_set():
+                        self.on_escape()
                 return
             self._typed += chunk
 
