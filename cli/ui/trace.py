@@ -53,9 +53,11 @@ class LazyConsole:
 
     def get(self) -> Console:
         if self._console is None:
-            from rich.console import Console
+            # As wide as the terminal, TERM=dumb too (rich would take 80 columns there, and
+            # card lines wrapped to 80 would break a 200-column window's lines).
+            from cli.ui.layout import FittedConsole
 
-            self._console = Console(file=self.file, **self._options)
+            self._console = FittedConsole(file=self.file, **self._options)
         return self._console
 
     def print(self, *objects: Any, **options: Any) -> None:
