@@ -354,8 +354,8 @@ class Agent:
                         self._set_system_prompt(conversation, mode)
             request_tools = definitions if mode == "native" else []
             if costed[0] is not request_tools:  # once, not every step: they seldom change
-                costed = (request_tools, estimate_tokens(json.dumps(request_tools)))
-            tools_cost = costed[1] if request_tools else 0
+                costed = (request_tools, tools_cost_of(request_tools))
+            tools_cost = costed[1]
             plan = self._plan(conversation, info, tools_cost, loaded)
             yield from self._fitted(plan, info)
             kept = len(conversation)
@@ -1015,7 +1015,7 @@ class Agent:
         this model's requests carry now)."""
         limits = self._limits(info)
         tools = self._request_tools(info)
-        tools_cost = estimate_tokens(json.dumps(tools)) if tools else 0
+        tools_cost = tools_cost_of(tools)
         return self._share(self._budget(limits.ceiling, limits, info, tools_cost), conversation)
 
     def compaction_sizes(self, conversation: list[Message]) -> tuple[int, int]:
@@ -1033,7 +1033,7 @@ class Agent:
         the same tools). Neither the question nor the answer joins the conversation."""
         info = self.model_info()
         tools = self._request_tools(info)
-        tools_cost = estimate_tokens(json.dumps(tools)) if tools else 0
+        tools_cost = tools_cost_of(tools)
         plan = self._plan(conversation, info, tools_cost, self._held.get(info.name))
         yield from self._fitted(plan, info)
         question: Message = {"role": "user", "content": SUMMARISE}
@@ -1190,6 +1190,11 @@ def _trim_notice(refused: _Plan, sent: _Plan, limits: ContextLimits) -> str:
         f"the server found the prompt longer than the model's context (num_ctx "
         f"{refused.num_ctx}); sending it once more with {size}"
     )
+
+
+def tools_cost_of(definitions: list[dict[str, Any]]) -> int:
+    """Our estimate of what a request's tool definitions take (none sent: nothing)."""
+    return estimate_tokens(json.dumps(definitions)) if definitions else 0
 
 
 def _count(n: int, noun: str) -> str:

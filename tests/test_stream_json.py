@@ -315,6 +315,35 @@ def _a_run_with_work_to_keep(ollama: FakeOllama, workspace: Path, *args: str) ->
     return proc, read_until(proc.stdout, "text")
 
 
+def _sigterm_mid_answer(ollama: FakeOllama, workspace: Path, *args: str) -> tuple[int, str, str]:
+    """`agent run [args] "read a"`, given SIGTERM while its second model call streams without
+    end (the file read before it is work worth saving): exit code, stdout, stderr."""
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
+        Stream(reply("a b c d e f").lines[:2], endless=True),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "run", *args, "read a"],
+        cwd=workspace,
+        env={**os.environ, "OLLAMA_HOST": ollama.url},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while len(ollama.chat_bodies) < 2:  # the second call is under way (it never ends)
+            assert proc.poll() is None
+            threading.Event().wait(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, err
+
+
 def _saved_runs(home: Path) -> list[Path]:
     return sorted((home / ".local/share/metona-agent/sessions").glob("run-*"))
 
@@ -345,32 +374,10 @@ def test_sigterm_and_sighup_end_the_stream_and_keep_the_work(
 def test_sigterm_ends_a_json_run_with_its_object(
     ollama: FakeOllama, workspace: Path, home: Path
 ) -> None:
-    (workspace / "a.txt").write_text("a\n")
-    ollama.enqueue(
-        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
-        Stream(reply("a b c d e f").lines[:2], endless=True),
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "run", "--output-format", "json", "read a"],
-        cwd=workspace,
-        env={**os.environ, "OLLAMA_HOST": ollama.url},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        while len(ollama.chat_bodies) < 2:  # the second call is under way (it never ends)
-            assert proc.poll() is None
-            threading.Event().wait(0.05)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, out, err = _sigterm_mid_answer(ollama, workspace, "--output-format", "json")
     record = json.loads(out)
     assert record["stop_reason"] == "interrupted" and record["error"] == "stopped by SIGTERM"
-    assert proc.returncode == 143 and "Traceback" not in err
+    assert code == 143 and "Traceback" not in err
     assert len(_saved_runs(home)) == 1
 
 
@@ -399,30 +406,8 @@ def test_ctrl_c_again_and_again_cannot_cut_the_wind_down_short(
 def test_sigterm_ends_a_text_run_with_the_work_kept(
     ollama: FakeOllama, workspace: Path, home: Path
 ) -> None:
-    (workspace / "a.txt").write_text("a\n")
-    ollama.enqueue(
-        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]),
-        Stream(reply("a b c d e f").lines[:2], endless=True),
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "run", "read a"],
-        cwd=workspace,
-        env={**os.environ, "OLLAMA_HOST": ollama.url},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        while len(ollama.chat_bodies) < 2:  # the second call is under way (it never ends)
-            assert proc.poll() is None
-            threading.Event().wait(0.05)
-        proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143 and "Traceback" not in err
+    code, _out, err = _sigterm_mid_answer(ollama, workspace)
+    assert code == 143 and "Traceback" not in err
     assert "agent: stopped by SIGTERM; the work so far is saved" in err
     assert len(_saved_runs(home)) == 1
 
