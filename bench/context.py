@@ -90,8 +90,8 @@ def tool_config() -> str:
     walked and every match kept (the defaults stop a walk at 10,000 entries and 500
     results, which would time a truncated search), and no blocked dir that holds the
     cache of trees (as root, the cache is in /root, which the defaults block)."""
-    from cli.config import PolicyConfig
-    from cli.paths import is_within
+    from cli.config.settings import PolicyConfig
+    from cli.fs.paths import is_within
 
     cache = str(fixtures.cache_root().resolve())
     blocked = [

@@ -270,7 +270,7 @@ def write_file_5mb(b: Bench) -> list[Result]:
 
 def write_file_store_size(b: Bench) -> list[Result]:
     """A 1 KB write_file with ~15,000 backups in the change store against one with none."""
-    from cli.config import state_dir
+    from cli.config.settings import state_dir
 
     name, target = "write_file_store_size", 1.2
     what = f"write_file 1 KB: store of {fixtures.STORE_BACKUPS:,} vs an empty one"

@@ -434,7 +434,7 @@ def text_of_size(size: int, seed: str) -> str:
 
 
 def change_store(say: Callable[[str], None] = print) -> Path:
-    """A change store (cli/changes.py) holding STORE_BACKUPS backups of 1 KB: a journal of
+    """A change store (cli/journal/changes.py) holding STORE_BACKUPS backups of 1 KB: a journal of
     that many overwrites, each with its blob, as weeks of use leave it. Copy it before use:
     writes append to it."""
     where = _fresh_cache() / "store"
@@ -454,7 +454,7 @@ def _build_store(root: Path) -> None:
     the same fields), not through the store: building the fixture must not cost what it
     is there to measure, were the store to slow down with its size. The last goes through
     the store's own API (keep + record), which then reads all of them back."""
-    from cli.changes import Change, ChangeStore, sha256
+    from cli.journal.changes import Change, ChangeStore, sha256
 
     rng = random.Random(f"{SEED}:store")
     blobs = root / "blobs"

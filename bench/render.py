@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.markdown import Markdown
 
 from cli.backends.messages import Stats
-from cli.events import ContentDelta, StepFinished
+from cli.loop.events import ContentDelta, StepFinished
 from cli.ui.render import ChatRenderer
 
 SHORT_CHUNKS = 200

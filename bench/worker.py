@@ -18,21 +18,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used: the baselines' processes do without them
-    from cli.agent import Agent
-    from cli.approval import Approval, ApprovalRequest
+    from cli.loop.agent import Agent
+    from cli.loop.approval import Approval, ApprovalRequest
 
 Report = dict[str, Any]
 
 
 def _refuse(request: ApprovalRequest) -> Approval:
     """Nothing measured may need a person: a question is a refusal, and shows in the result."""
-    from cli.approval import Approval
+    from cli.loop.approval import Approval
 
     return Approval(False, by="bench", reason="the benchmark answers no question")
 
 
 def _agent(params: Mapping[str, Any], host: str = "http://127.0.0.1:9") -> Agent:
-    from cli.config import parse_config
+    from cli.config.settings import parse_config
     from cli.wiring import Choices, build_agent
 
     environ = dict(os.environ)
@@ -146,7 +146,7 @@ def _durable(path: Path, data: bytes) -> None:
 def loop(params: Mapping[str, Any]) -> Report:
     """One turn of the real agent loop against the fake server at `url`, which the parent
     scripted (each step a read_file call, then an answer) and whose arrival times it reads."""
-    from cli.events import Finished, ToolResult
+    from cli.loop.events import Finished, ToolResult
 
     agent = _agent(params, host=params["url"])
     started = time.perf_counter()

@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Annotated, Any, TextIO
 import typer
 
 from cli import __version__
-from cli.app_complete import model_names, session_names
+from cli.commands.complete import model_names, session_names
 
 if TYPE_CHECKING:
-    from cli.agent import Agent
-    from cli.audit import AuditLog
     from cli.backends.messages import ModelInfo
-    from cli.changes import ChangeStore
-    from cli.config import Config
-    from cli.events import Event
-    from cli.images import Image
-    from cli.instructions import Instructions
+    from cli.config.settings import Config
+    from cli.journal.changes import ChangeStore
+    from cli.loop.agent import Agent
+    from cli.loop.events import Event
+    from cli.loop.images import Image
+    from cli.loop.instructions import Instructions
+    from cli.records.audit import AuditLog
     from cli.ui.stream_json import StreamJson
     from cli.ui.trace import LazyConsole, RunTrace
     from cli.wiring import Choices
@@ -168,7 +168,7 @@ NoInstructionsOpt = Annotated[
 
 def think_choice(think: bool | None, level: str | None) -> bool | str | None:
     """--think/--no-think and --think-level as one choice: a level, a boolean, or None."""
-    from cli.config import THINK_LEVELS
+    from cli.config.settings import THINK_LEVELS
 
     if level is None:
         return think
@@ -444,8 +444,8 @@ def _run(
     verbose: bool = False,
     images: Sequence[str] = (),
 ) -> int:
-    from cli.approval import Approver, NoOneToAsk, UnattendedApprover
-    from cli.policy import Policy
+    from cli.loop.approval import Approver, NoOneToAsk, UnattendedApprover
+    from cli.safety.policy import Policy
     from cli.ui.trace import LazyConsole
     from cli.wiring import build_agent, load
 
@@ -483,7 +483,7 @@ def _run(
         home=terminal.home,
         approver=approver,
     )
-    from cli.policy import whole_trees
+    from cli.safety.policy import whole_trees
     from cli.ui.text import sanitize
 
     for tree in whole_trees(agent.policy):  # run from / or ~: said, not asked
@@ -535,8 +535,8 @@ def _drive(
     images: Sequence[str] = (),
     signals: RunSignals | None = None,
 ) -> int:
-    from cli.audit import audited, session_log
-    from cli.events import Notice
+    from cli.loop.events import Notice
+    from cli.records.audit import audited, session_log
     from cli.ui.trace import RunRecord, RunTrace
 
     as_json = output == "json"
@@ -574,7 +574,7 @@ def _drive(
                 said(Notice(line))
         seen = _attached_images(agent, images, said, audit_log) if images else []
         if seen:
-            from cli.images import image_note
+            from cli.loop.images import image_note
 
             text = f"{text}\n\n{image_note(seen)}"
         # closing(): on Ctrl-C the audit wrapper records the call that was cut short.
@@ -658,8 +658,8 @@ def _attached_images(
 ) -> list[Image]:
     """`-a FILE`: each image read as read_file reads (policy, gate, audit); a model that
     cannot see images is sent none (a usage error, before anything is sent)."""
-    from cli.events import Notice
-    from cli.images import cannot_see, read_image, sees_images, too_many_images, unknown_sight
+    from cli.loop.events import Notice
+    from cli.loop.images import cannot_see, read_image, sees_images, too_many_images, unknown_sight
 
     model = agent.settings.model
     sight = sees_images(agent.model_info())
@@ -751,9 +751,9 @@ def _run_name(terminal: Terminal) -> str:
     """`run-<time>`, the name a run's audit records carry and its session, if kept, is saved
     under: one no saved session has and no recent audit record carries (runs a second apart
     are two sessions)."""
-    from cli.audit import default_path, recent_sessions
-    from cli.config import data_dir
-    from cli.sessions import SessionStore, timestamp_name
+    from cli.config.settings import data_dir
+    from cli.records.audit import default_path, recent_sessions
+    from cli.records.sessions import SessionStore, timestamp_name
 
     store = SessionStore(data_dir(terminal.environ) / "sessions")
     taken = recent_sessions(default_path(terminal.environ))
@@ -776,8 +776,8 @@ def _save_unfinished(
     lost: `agent chat --resume NAME` continues it. The session's name, or "" if not saved."""
     if not any(m.get("role") in ("assistant", "tool") for m in conversation):
         return ""
-    from cli.config import data_dir
-    from cli.sessions import SessionStore, timestamp_name
+    from cli.config.settings import data_dir
+    from cli.records.sessions import SessionStore, timestamp_name
 
     name = name or f"run-{timestamp_name()}"
     store = SessionStore(data_dir(terminal.environ) / "sessions")
@@ -847,9 +847,9 @@ def chat(
 def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) -> int:
     from rich.markup import escape
 
-    from cli.audit import session_log
-    from cli.config import data_dir, state_dir
-    from cli.sessions import SessionStore
+    from cli.config.settings import data_dir, state_dir
+    from cli.records.audit import session_log
+    from cli.records.sessions import SessionStore
     from cli.ui.approve import ChatApprover, Consequences
     from cli.ui.keys import PromptKeys, TypeAhead
     from cli.ui.layout import FittedConsole
@@ -937,7 +937,7 @@ def _whole_tree_agreed(agent: Agent, console: Any, keys: Any) -> bool:
     """Chat started in / or the home directory: said, and asked once whether to go on."""
     from rich.text import Text
 
-    from cli.policy import whole_trees
+    from cli.safety.policy import whole_trees
     from cli.ui.text import sanitize
 
     trees = whole_trees(agent.policy)
@@ -979,8 +979,8 @@ def models(
     ] = False,
 ) -> None:
     with command(ctx) as terminal:
-        from cli.catalog import gather
-        from cli.config import tool_mode_for
+        from cli.backends.catalog import gather
+        from cli.config.settings import tool_mode_for
         from cli.wiring import Choices, build_backend, build_policy, load
 
         choices = Choices(host=host, config_path=config, api=api)
@@ -1106,7 +1106,7 @@ def _undo_command(
             terminal.stderr.flush()
             return read_fresh_line(terminal.stdin).strip().lower() in ("y", "yes")
 
-        from cli.policy import Policy
+        from cli.safety.policy import Policy
         from cli.wiring import Choices, load
 
         config = load(Choices(), terminal.environ)
@@ -1142,9 +1142,9 @@ app.add_typer(audit_app)
 
 
 def _add_command_groups() -> None:
-    from cli.app_config import config_app, init
-    from cli.app_mcp import mcp_app
-    from cli.app_sessions import sessions_app
+    from cli.commands.config import config_app, init
+    from cli.commands.mcp import mcp_app
+    from cli.commands.sessions import sessions_app
 
     app.add_typer(sessions_app)
     app.add_typer(mcp_app)
@@ -1175,7 +1175,7 @@ AuditFileOpt = Annotated[
 )
 def audit_verify(ctx: typer.Context, file: AuditFileOpt = None) -> None:
     with command(ctx) as terminal:
-        from cli.audit import verify
+        from cli.records.audit import verify
 
         path = _audit_path(terminal, file)
         try:
@@ -1207,7 +1207,7 @@ def audit_show(
     file: AuditFileOpt = None,
 ) -> None:
     with command(ctx) as terminal:
-        from cli.audit import tail
+        from cli.records.audit import tail
         from cli.ui.audit_view import NOT_A_RECORD, audit_row
         from cli.ui.layout import terminal_width
 
@@ -1231,7 +1231,7 @@ def audit_show(
 
 
 def _audit_path(terminal: Terminal, file: str | None) -> Path:
-    from cli.audit import default_path
+    from cli.records.audit import default_path
 
     return Path(file).expanduser() if file else default_path(terminal.environ)
 

@@ -11,12 +11,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
 
-from cli.agent import Agent, AgentSettings
-from cli.approval import Approver
 from cli.backends.messages import ChatBackend
 from cli.backends.ollama import OllamaClient
-from cli.changes import ChangeStore
-from cli.config import (
+from cli.config.settings import (
     API_KINDS,
     Config,
     config_dir,
@@ -28,10 +25,13 @@ from cli.config import (
     state_dir,
 )
 from cli.errors import UsageError
-from cli.instructions import Instructions, load_instructions
-from cli.policy import Policy
-from cli.prompt import Surroundings
-from cli.sandbox import SandboxSpec
+from cli.journal.changes import ChangeStore
+from cli.loop.agent import Agent, AgentSettings
+from cli.loop.approval import Approver
+from cli.loop.instructions import Instructions, load_instructions
+from cli.loop.prompt import Surroundings
+from cli.safety.policy import Policy
+from cli.safety.sandbox.launch import SandboxSpec
 from cli.tools import ToolContext
 
 if TYPE_CHECKING:

@@ -21,11 +21,11 @@ from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from cli.agent import Agent
-from cli.approval import Approval, ApprovalRequest
-from cli.config import Config, parse_config
-from cli.events import Event
-from cli.sessions import SessionStore
+from cli.config.settings import Config, parse_config
+from cli.loop.agent import Agent
+from cli.loop.approval import Approval, ApprovalRequest
+from cli.loop.events import Event
+from cli.records.sessions import SessionStore
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, make_prompt
 from cli.ui.keys import PromptKeys

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cli.config import McpServerConfig
+from cli.config.settings import McpServerConfig
 from cli.mcp.servers import McpServers
 
 CALLS = {  # scenario → (tool, arguments)

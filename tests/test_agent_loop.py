@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from cli.agent import Agent
-from cli.approval import Approval
-from cli.events import (
+from cli.loop.agent import Agent
+from cli.loop.approval import Approval
+from cli.loop.events import (
     ContentDelta,
     Finished,
     Notice,

@@ -15,10 +15,10 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from cli.approval import Approval, ApprovalRequest
 from cli.backends.messages import ToolCall
-from cli.config import parse_config
-from cli.policy import Policy
+from cli.config.settings import parse_config
+from cli.loop.approval import Approval, ApprovalRequest
+from cli.safety.policy import Policy
 from cli.ui.approve import ChatApprover
 from cli.ui.keys import PromptKeys
 

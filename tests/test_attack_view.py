@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from cli.config import LimitsConfig, PolicyConfig
-from cli.policy import Policy
-from cli.sandbox import KINDS, SandboxSpec
+from cli.config.settings import LimitsConfig, PolicyConfig
+from cli.safety.policy import Policy
+from cli.safety.sandbox.launch import KINDS, SandboxSpec
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 from tests.conftest import RunCli

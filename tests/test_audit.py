@@ -21,7 +21,17 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from cli.audit import (
+from cli.backends.messages import Stats, ToolCall
+from cli.config.settings import parse_config
+from cli.loop.events import (
+    Event,
+    Finished,
+    Notice,
+    ToolCallProposed,
+    ToolDecided,
+    ToolResult,
+)
+from cli.records.audit import (
     GENESIS,
     REDACTED,
     AuditLog,
@@ -32,18 +42,8 @@ from cli.audit import (
     summarise_arguments,
     verify,
 )
-from cli.backends.messages import Stats, ToolCall
-from cli.config import parse_config
-from cli.events import (
-    Event,
-    Finished,
-    Notice,
-    ToolCallProposed,
-    ToolDecided,
-    ToolResult,
-)
-from cli.policy import Decision
-from cli.sessions import SessionStore
+from cli.records.sessions import SessionStore
+from cli.safety.policy import Decision
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, make_prompt
 from cli.ui.keys import PromptKeys
@@ -380,10 +380,10 @@ def test_the_file_is_private(tmp_path: Path) -> None:
 _WRITER = """
 import sys, time
 from pathlib import Path
-from cli.audit import AuditLog
-from cli.events import ToolDecided, ToolResult
+from cli.records.audit import AuditLog
+from cli.loop.events import ToolDecided, ToolResult
 from cli.backends.messages import ToolCall
-from cli.policy import Decision
+from cli.safety.policy import Decision
 
 path, session, start = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 log = AuditLog(path, session)
@@ -835,7 +835,7 @@ def test_chat_warns_once_per_session_when_the_log_cannot_be_written(
 def test_the_audit_module_is_core(home: Path) -> None:
     """No UI library, and nothing written at import: the log appears on the first call."""
     code = (
-        "import sys, cli.audit\n"
+        "import sys, cli.records.audit\n"
         "ui = ('rich', 'prompt_toolkit', 'typer', 'click')\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ui)))\n"
     )

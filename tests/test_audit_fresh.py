@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cli.audit import default_path, verify
+from cli.records.audit import default_path, verify
 from tests.conftest import RunCli
 
 

@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from cli.backends.messages import Stats
-from cli.events import Finished
+from cli.loop.events import Finished
 from cli.ui.render import ChatRenderer
 from tests.fake_ollama import FakeOllama, reply, tool_call
 from tests.test_terminal_ui import at_prompt, chat, say, terms

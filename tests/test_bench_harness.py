@@ -110,7 +110,7 @@ def test_a_child_is_measured_by_its_own_memory(tmp_path: Path) -> None:
 def test_the_walks_config_drops_only_the_blocked_dir_holding_the_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from cli.config import PolicyConfig
+    from cli.config.settings import PolicyConfig
 
     defaults = PolicyConfig().blocked_dirs
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cli.backends.messages import MAX_JSON_DEPTH, nests_deeper_than
-from cli.events import ToolResult
+from cli.loop.events import ToolResult
 from cli.tools.walk import MAX_WALK_DEPTH
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_http import serve

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.sandbox import KINDS
+from cli.safety.sandbox.launch import KINDS
 from tests.test_sandbox import (
     Listener,
     Scratch,

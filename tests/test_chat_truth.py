@@ -20,7 +20,7 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from cli.sessions import conversation_turns
+from cli.records.sessions import conversation_turns
 from cli.ui.editor import ChatCompleter
 from cli.ui.repl import COMMANDS
 from tests.conftest import MakeChat
@@ -87,7 +87,7 @@ def test_an_interrupted_call_is_replayed_as_interrupted(
         {"role": "assistant", "content": "", "tool_calls": [
             {"function": {"name": "write_file", "arguments": {"path": "a.md"}}},
         ]},
-        # What cli/agent.py tells the model of a call Ctrl-C came before.
+        # What cli/loop/agent.py tells the model of a call Ctrl-C came before.
         {"role": "tool", "tool_name": "write_file",
          "content": '{"success": false, "error": "interrupted by the user"}'},
     ]  # fmt: skip

@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.command_options import needed_prefix
-from cli.command_scripts import awk_program_ok, sed_script_ok
-from cli.commands import matches_allow, simple_commands
+from cli.safety.command_options import needed_prefix
+from cli.safety.command_scripts import awk_program_ok, sed_script_ok
+from cli.safety.shell_line import matches_allow, simple_commands
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.commands import UNKNOWN, matches_allow, simple_commands
+from cli.safety.shell_line import UNKNOWN, matches_allow, simple_commands
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(
@@ -110,7 +110,7 @@ BENIGN = [
     "printf '%s\\n' a b",
     "test -f a.txt && cat a.txt",
     "git status\n\ngit status --short\n",
-    # options the allow prefixes read (cli/command_options.py), however the shell spells them
+    # options the allow prefixes read (cli/safety/command_options.py), however the shell spells them
     "git status '-s'",
     "git status -'s' --porcelain=v2",
     "git diff --stat -- '*'",

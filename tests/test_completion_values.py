@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.sessions import SessionStore
+from cli.records.sessions import SessionStore
 from tests.fake_ollama import FakeOllama
 
 CHAT = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]

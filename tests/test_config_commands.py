@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli.config import Config, parse_config
+from cli.config.settings import Config, parse_config
 from tests.conftest import REPO, RunCli
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cli.context import estimate_tokens, message_tokens, shrink_result
+from cli.loop.tokens import estimate_tokens, message_tokens, shrink_result
 
 SYSTEM = {"role": "system", "content": "rules"}
 

@@ -1,5 +1,5 @@
 """num_ctx sized per request, no silent truncation, and the estimate's correction factor —
-against the fake Ollama, which records every request (cli/sizing.py, cli/agent.py)."""
+against the fake Ollama, which records every request (cli/loop/sizing.py, cli/loop/agent.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 
 from cli.backends.messages import ChatRequest
 from cli.backends.ollama import OllamaClient
-from cli.context import estimate_tokens, message_tokens
 from cli.errors import ContextTooLong
-from cli.events import Notice
-from cli.sizing import CONTEXT_STEP, MAX_FACTOR, MIN_FACTOR, REPLY_TOKENS, Calibration
+from cli.loop.events import Notice
+from cli.loop.sizing import CONTEXT_STEP, MAX_FACTOR, MIN_FACTOR, REPLY_TOKENS, Calibration
+from cli.loop.tokens import estimate_tokens, message_tokens
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import (
     CONTEXT_ERROR,

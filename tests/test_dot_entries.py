@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from cli import sensitive
-from cli.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
 from cli.backends.messages import ToolCall
-from cli.config import parse_config
+from cli.config.settings import parse_config
 from cli.errors import ConfigError
-from cli.policy import Policy
+from cli.loop.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
+from cli.safety import sensitive
+from cli.safety.policy import Policy
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 

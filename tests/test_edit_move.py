@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cli.events import ToolDecided, ToolResult
+from cli.loop.events import ToolDecided, ToolResult
 from cli.tools import fsops
 from cli.tools.base import ToolContext, ToolError
 from cli.tools.edits import EditFailed, plan_edit
@@ -529,7 +529,7 @@ def test_undo_that_would_bring_back_a_dot_entry_needs_a_person(
 ) -> None:
     (workspace / ".github").mkdir()
     (workspace / ".github" / "CODEOWNERS").write_text("* @me\n")
-    # Moving a dot-entry away needs a person (cli/policy.py `dot_entry`): one says yes.
+    # Moving a dot-entry away needs a person (cli/safety/policy.py `dot_entry`): one says yes.
     out = run_calls(make_agent(YES, answers=[True]), ollama, move(".github", "gh"))
     assert out[0]["success"] is True, out[0]
     r = run_cli("undo", "--yes")

@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from cli.config import LimitsConfig, PolicyConfig
-from cli.paths import resolve_path
-from cli.policy import Policy
-from cli.schema import validate_arguments
+from cli.config.settings import LimitsConfig, PolicyConfig
+from cli.fs.paths import resolve_path
+from cli.safety.policy import Policy
 from cli.tools import ToolContext, run_tool
 from cli.tools.base import Tool
 from cli.tools.definitions import DIFF_MAX_BYTES, GIT_DIFF, GIT_STATUS
 from cli.tools.git import TIMEOUT_SECONDS
+from cli.tools.schema import validate_arguments
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,

@@ -57,7 +57,7 @@ def test_prompt_injection_through_a_file_is_stopped_by_the_tool_layer(
     )
     # Unattended, as a script would run it: --yes's approver, no terminal to ask.
     harness = make_agent()
-    from cli.approval import NoOneToAsk, UnattendedApprover
+    from cli.loop.approval import NoOneToAsk, UnattendedApprover
 
     unattended = ["write_file", "create_directory"]
     harness.agent.approver = UnattendedApprover(unattended, NoOneToAsk(unattended, yes=True))
@@ -151,7 +151,7 @@ def test_server_faults_leave_the_repl_up_and_the_conversation_saved(
 def test_a_run_that_fails_midway_is_saved_for_resume(
     run_cli: RunCli, ollama: FakeOllama, workspace: Path, home: Path
 ) -> None:
-    from cli.sessions import SessionStore
+    from cli.records.sessions import SessionStore
 
     (workspace / "a.txt").write_text("data\n")
     ollama.enqueue(
@@ -174,7 +174,7 @@ def test_a_thousand_calls_in_one_answer_are_capped(
     calls = [tool_call("read_file", {"path": "a.txt"}) for _ in range(1000)]
     ollama.enqueue(reply(tool_calls=calls), reply("ok"))
     events = make_agent().run("go")
-    from cli.events import ToolResult
+    from cli.loop.events import ToolResult
 
     assert sum(isinstance(e, ToolResult) for e in events) == 32  # policy.limits default
     assert len([m for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "tool"]) == 1000

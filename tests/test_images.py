@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cli.images import MAX_IMAGE_BYTES
+from cli.loop.images import MAX_IMAGE_BYTES
 from cli.wiring import Choices
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply
@@ -222,7 +222,7 @@ def test_chat_at_image_on_openai_goes_as_a_data_url(make_chat: Any, workspace: P
 
 
 def test_an_image_counts_in_the_token_estimate() -> None:
-    from cli.context import IMAGE_TOKENS, message_tokens
+    from cli.loop.tokens import IMAGE_TOKENS, message_tokens
 
     text = {"role": "user", "content": "what is this?"}
     assert message_tokens({**text, "images": [b64(PNG)] * 2}) == (
@@ -305,7 +305,7 @@ def test_images_past_the_conversation_cap_are_refused_so_the_session_stays_savab
 ) -> None:
     """Each image may be 20 MB and is kept base64 in the session file, whose cap is 64 MB:
     three 18 MB screenshots made the chat unsavable. The third is refused when attached."""
-    from cli.images import MAX_CONVERSATION_IMAGE_BYTES
+    from cli.loop.images import MAX_CONVERSATION_IMAGE_BYTES
 
     big = PNG + bytes(18 * 1024 * 1024)
     for n in range(3):

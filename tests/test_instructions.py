@@ -1,4 +1,4 @@
-"""Project instructions (cli/instructions.py): which AGENTS.md / CLAUDE.md files are read, in
+"""Project instructions (cli/loop/instructions.py): which AGENTS.md / CLAUDE.md files are read, in
 what order, how the cap cuts them, and that hostile or odd files are refused or made inert.
 
 Everything runs on real files in temp dirs; the policy's `hides` comes from a real Policy.
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.config import PolicyConfig
-from cli.instructions import END, HEADING, Instructions, load_instructions, work_tree_root
-from cli.policy import Policy
+from cli.config.settings import PolicyConfig
+from cli.loop.instructions import END, HEADING, Instructions, load_instructions, work_tree_root
+from cli.safety.policy import Policy
 from cli.tools import fsops
 
 Load = Callable[..., Instructions]
@@ -499,7 +499,7 @@ def test_names_with_control_characters_are_escaped(
 
 def test_importing_it_loads_no_ui_and_touches_nothing(home: Path) -> None:
     code = (
-        "import sys, cli.instructions\n"
+        "import sys, cli.loop.instructions\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('rich', 'prompt_toolkit', 'typer', 'click')))\n"
     )

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli.events import Finished, Notice, ToolDecided, ToolResult
+from cli.loop.events import Finished, Notice, ToolDecided, ToolResult
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, HttpError, Stream, reply, tool_call
 

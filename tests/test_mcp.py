@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cli.audit import tail
-from cli.config import McpServerConfig, parse_config
+from cli.config.settings import McpServerConfig, parse_config
 from cli.mcp.protocol import tool_result
 from cli.mcp.servers import McpServers, tool_names
+from cli.records.audit import tail
 from tests.conftest import REPO, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 from tests.mcp_server import BASE_TOOLS, HttpMcp
@@ -112,9 +112,9 @@ def test_mcp_tools_ask_by_default_and_yes_needs_them_in_unattended(
 
 
 def test_the_confirmation_card_shows_server_tool_and_arguments() -> None:
-    from cli.approval import ApprovalRequest
     from cli.backends.messages import ToolCall
-    from cli.policy import Decision
+    from cli.loop.approval import ApprovalRequest
+    from cli.safety.policy import Decision
     from cli.ui.approve import card
 
     call = ToolCall("mcp__git__log", {"repo": "/etc", "nested": {"a": [1, 2]}, "evil": "\x1b[2J"})
@@ -454,7 +454,7 @@ def test_names_are_cut_to_64_and_kept_unique() -> None:
 
 
 def test_policy_wildcards_the_longest_pattern_wins(tmp_path: Path) -> None:
-    from cli.policy import Policy
+    from cli.safety.policy import Policy
 
     text = (
         "policy: {tools: {'mcp__git__*': allow, 'mcp__git__push*': deny, mcp__git__push_tags: ask}}"
@@ -517,7 +517,7 @@ def test_a_server_ping_is_answered(tmp_path: Path) -> None:
 def sandboxed(workspace: Path, kind: str, network: bool = False) -> str:
     """A config with the scripted server as `s`, confined by `kind` (skipped where that
     cannot run), its script (recording what it receives) in the workspace; returns its path."""
-    from cli import sandbox
+    from cli.safety.sandbox import launch as sandbox
 
     problem = sandbox.bwrap_problem() if kind == "bwrap" else sandbox.landlock_problem()
     if problem:
@@ -843,8 +843,8 @@ def test_import_keeps_hostile_names_inside_their_comments(run_cli: RunCli, works
 
 
 def test_bwrap_gets_the_environment_not_setenv_arguments(tmp_path: Path) -> None:
-    from cli import sandbox
     from cli.mcp.servers import confined
+    from cli.safety.sandbox import launch as sandbox
 
     if sandbox.bwrap_problem():
         pytest.skip(f"bwrap cannot run here: {sandbox.bwrap_problem()}")
@@ -982,7 +982,7 @@ def test_attack_unattended_judges_mcp_tools_by_the_listed_name(
 
 
 def test_our_name_for_a_tool_only_ever_makes_it_stricter(tmp_path: Path) -> None:
-    from cli.policy import Policy
+    from cli.safety.policy import Policy
 
     text = (
         "policy: {tools: {'mcp__s__*': allow, 'mcp__s__a_b': deny, 'mcp__s__c_d': allow,"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.backends.catalog import MAX_WORKERS, gather
 from cli.backends.ollama import OllamaClient
-from cli.catalog import MAX_WORKERS, gather
-from cli.config import TOOL_NAMES
+from cli.config.settings import TOOL_NAMES
 from cli.errors import ModelNotFound
 from tests.conftest import MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, HttpError, Recorded

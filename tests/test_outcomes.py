@@ -14,8 +14,8 @@ from typing import Any
 import pexpect
 import pytest
 
-from cli import outcomes
-from cli.audit import tail
+from cli.loop import outcomes
+from cli.records.audit import tail
 from tests.conftest import MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 

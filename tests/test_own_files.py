@@ -13,11 +13,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from cli.audit import append_record
-from cli.changes import Change, ChangeStore
 from cli.errors import UsageError
-from cli.sessions import SessionStore
-from cli.stored import (
+from cli.fs.stored import (
     MAX_CONFIG_BYTES,
     MAX_JOURNAL_BYTES,
     MAX_NOTE_BYTES,
@@ -25,6 +22,9 @@ from cli.stored import (
     MAX_SESSION_BYTES,
     MAX_STORED_DEPTH,
 )
+from cli.journal.changes import Change, ChangeStore
+from cli.records.audit import append_record
+from cli.records.sessions import SessionStore
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
@@ -227,7 +227,7 @@ def test_every_field_of_a_change_is_read_back_with_its_type_checked() -> None:
     # A field of Change the reader does not know would be dropped from every record read.
     from dataclasses import fields
 
-    from cli.changes import _FIELD_TYPES
+    from cli.journal.changes import _FIELD_TYPES
 
     assert set(_FIELD_TYPES) == {f.name for f in fields(Change)} - {"evicted"}
 

@@ -1,4 +1,4 @@
-"""One list per class of path (cli/sensitive.py): secrets, execution surfaces and the agent's
+"""One list per class of path (cli/safety/sensitive.py): secrets, execution surfaces and the agent's
 own config, obeyed alike by the file tools, listing and search, and the command sandbox.
 
 The `test_attack_*` tests replay what a prompt-injected model did to main before these lists
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from cli import sensitive
-from cli.config import Config, PolicyConfig, config_locations, parse_config
+from cli.config.settings import Config, PolicyConfig, config_locations, parse_config
 from cli.errors import ConfigError
-from cli.policy import Policy
-from cli.sandbox import SandboxSpec, ScanTooLarge, bwrap_problem, scan
+from cli.safety import sensitive
+from cli.safety.policy import Policy
+from cli.safety.sandbox.launch import SandboxSpec, ScanTooLarge, bwrap_problem, scan
 from cli.tools import ToolContext
 from cli.tools.base import ToolError
 from cli.tools.shell import run_command_in
@@ -532,7 +532,7 @@ def test_every_default_is_documented_in_the_example_config() -> None:
 
 
 def test_nothing_else_keeps_a_copy_of_the_lists() -> None:
-    """The sandbox and the policy read cli/sensitive.py; no module keeps a list of its own."""
+    """The sandbox and the policy read safety/sensitive.py; no module keeps a list of its own."""
     for name in ("sandbox.py", "policy.py", "config.py", "audit.py"):
         source = (REPO / "cli" / name).read_text(encoding="utf-8")
         assert ".docker/config.json" not in source, name

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from cli.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
 from cli.backends.messages import ToolCall
-from cli.config import PolicyConfig, parse_config
-from cli.policy import Decision, Policy
+from cli.config.settings import PolicyConfig, parse_config
+from cli.loop.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
+from cli.safety.policy import Decision, Policy
 from cli.tools import ToolContext, ToolError, check_arguments, execute, fsops
 from tests.conftest import without_blocking
 

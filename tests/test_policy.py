@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.commands import UNKNOWN, matches_allow, simple_commands
-from cli.config import TOOL_NAMES, parse_config
-from cli.paths import is_within
-from cli.policy import Policy
+from cli.config.settings import TOOL_NAMES, parse_config
+from cli.fs.paths import is_within
+from cli.safety.policy import Policy
+from cli.safety.shell_line import UNKNOWN, matches_allow, simple_commands
 
 MakePolicy = Callable[[str], Policy]
 
@@ -167,7 +167,7 @@ def test_sensitive_outside_is_denied_not_asked(make_policy: MakePolicy, outside:
 
 
 def test_custom_sensitive_pattern_adds_to_the_defaults(make_policy: MakePolicy) -> None:
-    """The built-in secrets (cli/sensitive.py) cannot be dropped from the YAML: a config
+    """The built-in secrets (cli/safety/sensitive.py) cannot be dropped from the YAML: a config
     that lists its own patterns gets them on top."""
     policy = make_policy("policy:\n  confirm: none\n  sensitive_patterns: ['\\.secret$']\n")
     assert policy.decide("read_file", {"path": "a.SECRET"}).rule == "sensitive"
@@ -461,7 +461,7 @@ def test_run_command_allow_when_tools_says_allow(make_policy: MakePolicy) -> Non
         ("git status > out", "ask", "setting"),
         ("git status < in", "ask", "setting"),
         # Subshells and substitutions are not read at all: they ask even when every
-        # command inside would match (cli/commands.py reads only what both shells agree on).
+        # command inside would match (safety/shell_line.py reads only what both shells agree on).
         ("(git status)", "ask", "setting"),
         ("(git status; rm x)", "ask", "setting"),
         ("git status $(git status)", "ask", "setting"),
@@ -535,7 +535,7 @@ def test_run_command_custom_deny_pattern(make_policy: MakePolicy) -> None:
     assert policy.decide("run_command", {"command": "shred x"}).action == "allow"
 
 
-# -- cli.paths.is_within -----------------------------------------------------------------------
+# -- cli.fs.paths.is_within -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -559,7 +559,7 @@ def test_is_within_compares_whole_components(path: str, root: str, expected: boo
     assert is_within(path, root) is expected
 
 
-# -- cli.commands ------------------------------------------------------------------------------
+# -- cli.safety.shell_line -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

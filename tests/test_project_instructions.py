@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pexpect
 
-from cli.events import ToolDecided
+from cli.loop.events import ToolDecided
 from tests.conftest import MakeAgent, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.approval import Approval, ApprovalRequest
 from cli.backends.messages import ChatRequest
 from cli.backends.ollama import OllamaClient
-from cli.config import TOOL_NAMES
+from cli.config.settings import TOOL_NAMES
 from cli.errors import AgentError
+from cli.loop.approval import Approval, ApprovalRequest
 from tests.conftest import MakeAgent
 from tests.fake_ollama import FakeOllama, Stream, reply, tool_call
 
@@ -158,7 +158,7 @@ def test_random_tool_calls_never_crash_nor_touch_outside(
     harness.agent.approver = approve_everything
     events = harness.run("go")  # raises if the loop crashed
     finished = events[-1]
-    # Five identical failing calls in one step end the turn (cli/guards.py STOP_AFTER): no
+    # Five identical failing calls in one step end the turn (cli/loop/guards.py STOP_AFTER): no
     # second request then.
     repeating = finished.stop_reason == "repeating"
     assert finished.answer == ("" if repeating else "done"), finished

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from cli.approval import NoOneToAsk, UnattendedApprover
-from cli.config import TOOL_NAMES, parse_config
-from cli.events import ToolResult
+from cli.config.settings import TOOL_NAMES, parse_config
+from cli.loop.approval import NoOneToAsk, UnattendedApprover
+from cli.loop.events import ToolResult
 from cli.tools import ALL_TOOLS, fsops
 from cli.wiring import Choices, build_agent
 from tests.conftest import RunCli
@@ -405,7 +405,7 @@ def test_read_file_of_a_hard_link_to_the_ssh_key_is_refused_not_put_to_a_person(
 
 
 def test_a_key_made_after_the_index_is_known_once_its_directory_changed(home: Path) -> None:
-    from cli.secret_files import RECHECK_SECONDS, SecretFiles
+    from cli.safety.secret_files import RECHECK_SECONDS, SecretFiles
 
     now = [0.0]
     first = ssh_key(home)
@@ -503,8 +503,8 @@ def test_git_diff_without_a_path_in_a_working_dir_outside_the_allowed_dirs_leave
 def test_every_path_tool_refuses_a_hard_link_to_the_key_as_the_secret_it_is(
     tool: str, extra: dict[str, Any], workspace: Path, home: Path
 ) -> None:
-    from cli.config import PolicyConfig
-    from cli.policy import Policy
+    from cli.config.settings import PolicyConfig
+    from cli.safety.policy import Policy
 
     key = ssh_key(home)
     os.link(key, workspace / "notes.txt")

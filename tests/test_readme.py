@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import tests.test_paths_adversarial as paths
-from cli.sandbox import KINDS
+from cli.safety.sandbox.launch import KINDS
 from tests.conftest import REPO
 from tests.test_bypass_corpus import BYPASS_CORPUS
 from tests.test_command_options import OPTION_LINES

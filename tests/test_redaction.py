@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from cli.audit import REDACTED, AuditLog, default_path, redact, summarise_arguments
 from cli.backends.messages import ToolCall
-from cli.events import ToolDecided, ToolResult
-from cli.policy import Decision
+from cli.loop.events import ToolDecided, ToolResult
+from cli.records.audit import REDACTED, AuditLog, default_path, redact, summarise_arguments
+from cli.safety.policy import Decision
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from cli.backends.messages import Stats, ToolCall
-from cli.events import (
+from cli.loop.events import (
     ContentDelta,
     Event,
     Finished,
@@ -25,7 +25,7 @@ from cli.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.policy import Decision
+from cli.safety.policy import Decision
 from cli.ui.cards import card_title
 from cli.ui.render import TAIL_LINES, ChatRenderer, MarkdownStream
 

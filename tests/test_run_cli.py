@@ -261,7 +261,7 @@ def test_a_quiet_piped_run_loads_neither_rich_nor_yaml(run_cli: RunCli, ollama: 
         for line in proc.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert {"cli.agent", "cli.backends.ollama", "requests"} <= loaded  # the listing is whole
+    assert {"cli.loop.agent", "cli.backends.ollama", "requests"} <= loaded  # the listing is whole
     assert "cli.tools.definitions" in loaded
     tools = ["cli.tools." + m for m in ("files", "git", "listing", "moves", "search", "shell")]
     for lazy in ("rich", "yaml", "prompt_toolkit", "cli.backends.openai", *tools):

@@ -1,4 +1,4 @@
-"""run_command inside the OS sandbox (cli/sandbox.py, cli/landlock.py): real bubblewrap, real
+"""run_command inside the OS sandbox (sandbox/launch.py, sandbox/landlock.py): real bubblewrap, real
 Landlock and seccomp, real files and sockets; each mode is skipped only when this machine
 truly lacks it.
 
@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
-from cli.config import LimitsConfig, PolicyConfig
-from cli.landlock import abi_version as landlock_abi
-from cli.paths import resolve_path
-from cli.policy import Policy
-from cli.sandbox import (
+from cli.config.settings import LimitsConfig, PolicyConfig
+from cli.fs.paths import resolve_path
+from cli.safety.policy import Policy
+from cli.safety.sandbox.landlock import abi_version as landlock_abi
+from cli.safety.sandbox.launch import (
     KINDS,
     Launch,
     SandboxSpec,
@@ -399,7 +399,7 @@ def test_timeout_kills_the_whole_group(mode: str, scratch: Scratch) -> None:
 
 DIES_WITH_PARENT_SCRIPT = """
 import sys
-from cli.sandbox import SandboxSpec
+from cli.safety.sandbox.launch import SandboxSpec
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 ws, home, command = sys.argv[1:4]
@@ -584,9 +584,9 @@ def test_read_rules_cut_hidden_paths_out_of_the_tree(tmp_path: Path) -> None:
 
 def test_nothing_is_probed_at_import() -> None:
     code = (
-        "import sys, cli.tools, cli.sandbox as s\n"
+        "import sys, cli.tools, cli.safety.sandbox.launch as s\n"
         "print(s._bwrap_problem.cache_info().currsize, s.landlock_problem.cache_info().currsize,"
-        " 'cli.landlock' in sys.modules, 'ctypes' in sys.modules)\n"
+        " 'cli.safety.sandbox.landlock' in sys.modules, 'ctypes' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0", "0", "False", "False"]
@@ -597,7 +597,7 @@ def test_nothing_is_probed_at_import() -> None:
 
 UNPRIVILEGED_SCRIPT = """
 import json, sys
-from cli.sandbox import SandboxSpec
+from cli.safety.sandbox.launch import SandboxSpec
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 mode, ws, outside, home, port = sys.argv[1:6]
@@ -647,7 +647,7 @@ def _as(user: pwd.struct_passwd) -> list[str]:
 def _usable_by(user: pwd.struct_passwd, python: str) -> bool:
     if not shutil.which("setpriv") or not os.path.exists(python):
         return False
-    probe = [*_as(user), python, "-c", "import yaml, cli.sandbox"]
+    probe = [*_as(user), python, "-c", "import yaml, cli.safety.sandbox.launch"]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
     return subprocess.run(probe, capture_output=True, env=env, timeout=30).returncode == 0
 

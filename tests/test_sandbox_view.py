@@ -1,4 +1,4 @@
-"""What a sandboxed command sees (cli/sandbox.py `view`): the system dirs, the allowed dirs,
+"""What a sandboxed command sees (sandbox/launch.py `view`): the system dirs, the allowed dirs,
 what commands need from the home dir, and nothing else; memory it cannot hold by any route.
 
 A read-only bind of `/` showed credentials in every other folder and every daemon's socket
@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from cli.config import LimitsConfig, PolicyConfig
-from cli.policy import Policy
-from cli.sandbox import (
+from cli.config.settings import LimitsConfig, PolicyConfig
+from cli.safety.policy import Policy
+from cli.safety.sandbox.launch import (
     HOME_READ_ONLY,
     KINDS,
     SandboxSpec,
@@ -39,7 +39,7 @@ from cli.tools.shell import run_command_in
 MARK = "cred-7d1e-do-not-show"
 PYTHON = "/usr/bin/python3"  # a system interpreter: shown by every sandbox
 
-# Credential file names (each on cli/sensitive.py's list) and where they were left, relative
+# Credential file names (each on cli/safety/sensitive.py's list) and where they were left, relative
 # to a fake machine root: none of these places is an allowed dir or a system dir.
 CREDENTIALS = (
     ".npmrc",
@@ -277,7 +277,7 @@ path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "own.sock")
 server = socket.socket(socket.AF_UNIX); server.bind(path); server.listen()
 if os.environ.get("TMPDIR") is None: raise SystemExit("no TMPDIR")
 """
-    # Under Landlock connect(2) is refused whatever the socket (cli/landlock.py): only
+    # Under Landlock connect(2) is refused whatever the socket (sandbox/landlock.py): only
     # binding and listening are checked there.
     script += (
         "client = socket.socket(socket.AF_UNIX)\n"

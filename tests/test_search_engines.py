@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from cli.config import LimitsConfig, parse_config
-from cli.paths import resolve_path
-from cli.policy import Policy
+from cli.config.settings import LimitsConfig, parse_config
+from cli.fs.paths import resolve_path
+from cli.safety.policy import Policy
 from cli.tools import ripgrep
 from cli.tools.base import ToolContext, ToolError
 from cli.tools.definitions import SEARCH_FILES

@@ -17,9 +17,9 @@ import pytest
 
 from cli.backends.messages import ChatRequest
 from cli.backends.openai import OpenAIClient
-from cli.context import estimate_tokens, message_tokens
 from cli.errors import ContextTooLong, MessageTooLong
-from cli.events import ContextUse, Finished, Notice
+from cli.loop.events import ContextUse, Finished, Notice
+from cli.loop.tokens import estimate_tokens, message_tokens
 from cli.wiring import Choices
 from tests.conftest import Harness, MakeAgent, MakeChat, RunCli, harness
 from tests.fake_ollama import FakeOllama, reply, tool_call

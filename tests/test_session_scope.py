@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.approval import Approval
+from cli.loop.approval import Approval
 from tests.fake_ollama import FakeOllama, reply, tool_call
 from tests.test_approve import MakeChat, make_chat, numbered
 from tests.test_terminal_ui import at_prompt, chat, say, terms

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cli.errors import UsageError
-from cli.sessions import SessionStore, timestamp_name
+from cli.records.sessions import SessionStore, timestamp_name
 
 MESSAGES = [
     {"role": "system", "content": "sys"},

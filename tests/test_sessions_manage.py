@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pexpect
 
-from cli.sessions import Session, SessionStore, conversation_turns
+from cli.records.sessions import Session, SessionStore, conversation_turns
 from tests.conftest import MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, Stream, reply, tool_call
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from rich.console import Console
 
 from cli.backends.messages import ToolCall
-from cli.events import ToolDecided, ToolResult
-from cli.policy import Decision
-from cli.sessions import SessionStore
+from cli.loop.events import ToolDecided, ToolResult
+from cli.records.sessions import SessionStore
+from cli.safety.policy import Decision
 from cli.ui.render import ChatRenderer
 from cli.ui.text import result_summary
 from tests.conftest import RunCli

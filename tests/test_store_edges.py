@@ -20,7 +20,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from cli.changes import Change, ChangeStore
+from cli.journal.changes import Change, ChangeStore
 from cli.tools import fsops
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
@@ -593,7 +593,7 @@ def test_store_edges_deep_trees_across_file_systems(
         harness.run("delete tree")
         assert tool_results(ollama)[0]["trashed"] is True
         assert not (workspace / "tree").exists()
-        from cli.undo import apply, plan
+        from cli.journal.undo import apply, plan
 
         store = harness.agent.context.changes
         assert store is not None

@@ -24,10 +24,10 @@ import pexpect
 import pytest
 from rich.console import Console
 
-from cli.approval import ApprovalRequest
 from cli.backends.messages import ToolCall
-from cli.config import parse_config
-from cli.policy import Policy
+from cli.config.settings import parse_config
+from cli.loop.approval import ApprovalRequest
+from cli.safety.policy import Policy
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, Stream, reply, tool_call
 from tests.vt import Screen, Term
@@ -595,7 +595,7 @@ def test_a_write_names_the_parent_dirs_it_creates(workspace: Path, home: Path) -
 def test_a_command_says_which_sandbox_it_runs_in(
     workspace: Path, home: Path, mode: str, line: str
 ) -> None:
-    from cli import sandbox
+    from cli.safety.sandbox import launch as sandbox
 
     if mode == "bwrap" and sandbox.bwrap_problem():
         pytest.skip(f"no bubblewrap here: {sandbox.bwrap_problem()}")

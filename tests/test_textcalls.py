@@ -1,5 +1,5 @@
-"""Tool calls written as text (cli/textcalls.py) and the prompt that asks for them
-(cli/toolprompt.py): every format read, what stays text, hostile input, and the round trip
+"""Tool calls written as text (cli/loop/textcalls.py) and the prompt that asks for them
+(cli/loop/toolprompt.py): every format read, what stays text, hostile input, and the round trip
 from the prompt's example back to a call."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli.backends.messages import MAX_JSON_DEPTH
-from cli.context import estimate_tokens
-from cli.schema import validate_arguments
-from cli.textcalls import CALL_CLOSE, CALL_OPEN, extract_tool_calls
-from cli.toolprompt import HEADING, describe_tools, format_call
+from cli.loop.textcalls import CALL_CLOSE, CALL_OPEN, extract_tool_calls
+from cli.loop.tokens import estimate_tokens
+from cli.loop.toolprompt import HEADING, describe_tools, format_call
 from cli.tools import ALL_TOOLS
+from cli.tools.schema import validate_arguments
 
 OFFERED = ("read_file", "write_file", "list_directory", "run_command")
 CALL = '{"name": "read_file", "arguments": {"path": "a.txt"}}'

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cli.config import parse_config
+from cli.config.settings import parse_config
 from cli.errors import ConfigError
-from cli.events import Notice
+from cli.loop.events import Notice
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply
 

@@ -28,10 +28,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.agent import Agent
 from cli.backends.messages import ToolCall
-from cli.config import ConfigError, parse_config
-from cli.events import ToolResult
+from cli.config.settings import ConfigError, parse_config
+from cli.loop.agent import Agent
+from cli.loop.events import ToolResult
 from cli.tools import check_arguments, execute, ripgrep
 from cli.tools.base import NO_DEADLINE, Deadline, ToolContext
 from cli.tools.edits import (

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from cli.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
 from cli.backends.messages import ToolCall
-from cli.config import LimitsConfig, PolicyConfig
-from cli.policy import Decision, Policy
+from cli.config.settings import LimitsConfig, PolicyConfig
+from cli.loop.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
+from cli.safety.policy import Decision, Policy
 from cli.tools import ToolContext, check_arguments, execute
 from tests.conftest import without_blocking
 

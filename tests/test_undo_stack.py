@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from cli.changes import Change, ChangeStore
-from cli.events import ToolCall, ToolDecided, ToolResult
+from cli.journal.changes import Change, ChangeStore
+from cli.loop.events import ToolCall, ToolDecided, ToolResult
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.changes import Change, ChangeStore, sha256
-from cli.undo import UndoError, apply, plan
+from cli.journal.changes import Change, ChangeStore, sha256
+from cli.journal.undo import UndoError, apply, plan
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 from tests.test_undo_stack import agent_writes, write

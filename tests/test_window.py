@@ -1,5 +1,5 @@
 """Every token evaluated once: each request repeats the last one byte for byte and adds the
-new messages, except at a compaction, which cuts once and deep (cli/window.py)."""
+new messages, except at a compaction, which cuts once and deep (cli/loop/window.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli.agent import SUMMARISE
-from cli.events import Finished, Notice
+from cli.loop.agent import SUMMARISE
+from cli.loop.events import Finished, Notice
 from tests.conftest import Choices, MakeAgent, MakeChat, RunCli, harness
 from tests.fake_ollama import FakeOllama, HttpError, reply, tool_call
 from tests.fake_openai import Answer, Call, FakeOpenAI
@@ -425,8 +425,8 @@ def test_a_compaction_does_not_teach_the_estimate_a_cached_count(
 def test_odd_messages_do_not_break_a_compaction() -> None:
     """What a session file may hold after a hand edit (no role, content not a string, a
     result with no call before it, calls that are not objects): compacted, not crashed."""
-    from cli.context import message_tokens
-    from cli.window import Window
+    from cli.loop.tokens import message_tokens
+    from cli.loop.window import Window
 
     conversation: list[dict[str, Any]] = [
         {"role": "system", "content": "rules"},

@@ -16,7 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
-from cli.changes import ChangeStore
+from cli.journal.changes import ChangeStore
 from cli.tools import fsops
 
 

@@ -56,7 +56,7 @@ def loads_json(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
     """json.loads for text from the server or a model: JSONTooDeep (a ValueError) when it nests
     deeper than `limit`, checked before parsing; ValueError when it is not JSON. Bytes are
     decoded as json.loads would (UTF-8, or UTF-16/32 by their first bytes). The agent's own
-    files are read with a larger `limit` (cli/stored.py): they wrap such JSON in their own."""
+    files are read with a larger `limit` (cli/fs/stored.py): they wrap such JSON in their own."""
     if isinstance(text, bytes):
         if (
             text[:1] == b"{"

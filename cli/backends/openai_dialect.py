@@ -350,7 +350,7 @@ def first_choice(data: Any) -> dict[str, Any]:
 
 
 def _data_url(encoded: str) -> str:
-    from cli.images import encoded_type
+    from cli.loop.images import encoded_type
 
     return f"data:{encoded_type(encoded)};base64,{encoded}"
 

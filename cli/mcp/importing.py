@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from cli import sensitive
-from cli.audit import REDACTED, redact
 from cli.backends.messages import MAX_JSON_DEPTH
-from cli.config import McpServerConfig, parse_config
+from cli.config.settings import McpServerConfig, parse_config
 from cli.errors import ConfigError, UsageError
-from cli.stored import MAX_CONFIG_BYTES, Unreadable, parse_json, read_capped
+from cli.fs.stored import MAX_CONFIG_BYTES, Unreadable, parse_json, read_capped
+from cli.records.audit import REDACTED, redact
+from cli.safety import sensitive
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
@@ -38,7 +38,7 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 def read_json(path: str) -> dict[str, Any]:
     """The servers of a `{"mcpServers": …}` file, read as a config is: at most
-    MAX_CONFIG_BYTES, JSON at most MAX_JSON_DEPTH deep (cli/stored.py)."""
+    MAX_CONFIG_BYTES, JSON at most MAX_JSON_DEPTH deep (cli/fs/stored.py)."""
     try:
         text = read_capped(Path(path), MAX_CONFIG_BYTES).decode("utf-8")
     except OSError as exc:

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from cli.config import MCP_PREFIX, McpServerConfig
+from cli.config.settings import MCP_PREFIX, McpServerConfig
 from cli.mcp import protocol
 from cli.mcp.client import Client
 from cli.mcp.protocol import McpError
 from cli.mcp.transport import Http, Stdio, Transport
-from cli.sandbox import SandboxSpec
+from cli.safety.sandbox.launch import SandboxSpec
 from cli.tools.base import Runner, Tool
 
 MAX_NAME = 64  # what Ollama and OpenAI-compatible servers accept as a tool name
@@ -154,7 +154,7 @@ def confined(
     kind = config.sandbox
     if kind == "off":
         return argv, (), env
-    from cli import sandbox
+    from cli.safety.sandbox import launch as sandbox
 
     program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
     # The server's own program (and the tree it belongs to, a venv or a toolchain) is what
@@ -170,7 +170,7 @@ def confined(
             bwrap.insert(bwrap.index("--unshare-all") + 1, "--share-net")
         # The environment goes to bwrap itself (which passes it on), not as --setenv
         # arguments: a command line is readable by every user of the machine. bwrap starts
-        # under cli/landlock.py's memory filter, as a command's does.
+        # under cli/safety/sandbox/landlock.py's memory filter, as a command's does.
         plan: dict[str, Any] = {"env": inner, "parent": os.getpid(), "rlimits": {}}
         plan["landlock"] = None
         plan["seccomp"] = "memory"
@@ -194,16 +194,13 @@ def confined(
 def _through_launcher(
     plan: dict[str, Any], argv: list[str], env: dict[str, str]
 ) -> tuple[list[str], tuple[int, ...], dict[str, str]]:
-    """`argv` started by cli/landlock.py, which applies `plan` first (it reads it from a
+    """`argv` started by sandbox/landlock.py, which applies `plan` first (it reads it from a
     descriptor the server inherits), and the descriptors to pass."""
-    from cli import sandbox
+    from cli.safety.sandbox import launch as sandbox
 
     fd = sandbox.plan_fd(json.dumps(plan).encode())
     os.set_inheritable(fd, True)
-    script = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "landlock.py"
-    )
-    return [sys.executable, "-I", "-S", script, str(fd), "--", *argv], (fd,), env
+    return [sys.executable, "-I", "-S", sandbox.CHILD_SCRIPT, str(fd), "--", *argv], (fd,), env
 
 
 def _without_setenv(argv: list[str]) -> list[str]:

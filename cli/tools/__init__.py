@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cli.config import TOOL_NAMES
-from cli.paths import ResolvedPath
-from cli.schema import SchemaError, validate_arguments
+from cli.config.settings import TOOL_NAMES
+from cli.fs.paths import ResolvedPath
 from cli.tools.base import Result, Tool, ToolContext, ToolError, failure
 from cli.tools.definitions import (
     CREATE_DIRECTORY,
@@ -22,6 +21,7 @@ from cli.tools.definitions import (
     SEARCH_FILES,
     WRITE_FILE,
 )
+from cli.tools.schema import SchemaError, validate_arguments
 
 ALL_TOOLS: Mapping[str, Tool] = {
     t.name: t

@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cli.config import LimitsConfig
-from cli.paths import ResolvedPath, display_path, root_of
+from cli.config.settings import LimitsConfig
+from cli.fs.paths import ResolvedPath, display_path, root_of
 from cli.tools.memory import EditFailures, FileMemory, Fingerprint
 
 if TYPE_CHECKING:
-    from cli.changes import ChangeStore
-    from cli.sandbox import SandboxSpec
+    from cli.journal.changes import ChangeStore
+    from cli.safety.sandbox.launch import SandboxSpec
 
 Result = dict[str, Any]
 
@@ -28,7 +28,7 @@ class ToolError(Exception):
     """An expected failure (missing file, too large, …): becomes `{"success": false, ...}`.
     `str(exc)` is what happened, in words for anyone; `hint`, what the model could do next
     (`use list_directory`), goes to the model as the result's `hint` and is not shown to
-    the person (cli/outcomes.py)."""
+    the person (cli/loop/outcomes.py)."""
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)

@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from cli.paths import ResolvedPath
+from cli.fs.paths import ResolvedPath
 from cli.tools.base import Result, Runner, Tool, ToolContext, boolean, integer, params, string
 
 DIFF_DEFAULT_BYTES = 30_000  # fits the default policy.limits.max_tool_result_chars (32k)

@@ -8,9 +8,9 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from cli.changes import Backup, Change, Check, Commit, identity, sha256
 from cli.errors import Unrecorded
-from cli.paths import ResolvedPath
+from cli.fs.paths import ResolvedPath
+from cli.journal.changes import Backup, Change, Check, Commit, identity, sha256
 from cli.tools import fsops, gate
 from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.edits import Edit, EditFailed, plan_edit

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from cli.paths import ResolvedPath
-from cli.policy import Decision, Policy
+from cli.fs.paths import ResolvedPath
+from cli.safety.policy import Decision, Policy
 from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError, failure
 
 TOOLS = frozenset({"edit_file"})

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
-from cli.paths import FileId, file_id, is_within
+from cli.fs.paths import FileId, file_id, is_within
 from cli.tools import trees
 from cli.tools.base import NO_DEADLINE, Deadline, ToolContext, ToolError
 from cli.tools.memory import Fingerprint
@@ -114,7 +114,7 @@ Gate = Callable[[os.stat_result], None]
 KeepOld = Callable[[bytes, int], None]
 # (directory, temp name) → held while a temp file may exist, so a crash can be cleaned up.
 Pending = Callable[[str, str], AbstractContextManager[None]]
-# The change store's write-ahead (cli/changes.py `Commit`), given the entry the change acts
+# The change store's write-ahead (cli/journal/changes.py `Commit`), given the entry the change acts
 # on as it was (None: nothing there) and the bytes its old content is kept in for undo (None:
 # not kept): held around the last look and the rename that make the change, which it
 # records first.

@@ -15,7 +15,7 @@ hard_link        a regular file with other names, unless it is the very file the
 too_large        larger than the cap of the tool reading it
 
 The first two are never returned, whoever asks. The next two need a person: read_file and
-edit_file ask before they run (cli/policy.py) and are let through here only for what was
+edit_file ask before they run (cli/safety/policy.py) and are let through here only for what was
 asked; search_files and git_diff, which read many files and cannot ask in the middle of
 their output, leave such a file's content out, count it and say so.
 """
@@ -27,7 +27,7 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from cli.paths import FileId, is_within
+from cli.fs.paths import FileId, is_within
 from cli.tools.base import ToolContext, ToolError
 from cli.tools.fsops import Gate, too_large
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
-from cli.paths import ResolvedPath, is_within
+from cli.fs.paths import ResolvedPath, is_within
 from cli.tools import fsops, gate
 from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
 from cli.tools.definitions import DIFF_DEFAULT_BYTES, DIFF_MAX_BYTES

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import closing
 from typing import Any
 
-from cli.paths import ResolvedPath
+from cli.fs.paths import ResolvedPath
 from cli.tools import fsops
 from cli.tools.base import Deadline, Result, ToolContext, ToolError
 from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cli.changes import Change, Check, Commit, identity
-from cli.paths import ResolvedPath
+from cli.fs.paths import ResolvedPath
+from cli.journal.changes import Change, Check, Commit, identity
 from cli.tools import fsops
 from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
 from cli.tools.walk import MAX_WALK_DEPTH

@@ -1,7 +1,7 @@
 """Before a change is approved: can what it replaces or removes be kept for `agent undo`?
 
 Every overwrite keeps the old content and every delete goes to the trash, in the change store
-(cli/changes.py). At the store's edges that promise cannot be kept as things stand:
+(cli/journal/changes.py). At the store's edges that promise cannot be kept as things stand:
 
 - the old content of a write is larger than policy.limits.max_backup_bytes: no backup;
 - a delete must be copied into the trash across file systems and holds more than that
@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cli.changes import ChangeStore
-from cli.paths import ResolvedPath
-from cli.policy import Decision
+from cli.fs.paths import ResolvedPath
+from cli.journal.changes import ChangeStore
+from cli.safety.policy import Decision
 from cli.tools import fsops, trees
 from cli.tools.base import ToolContext, ToolError
 from cli.tools.memory import Fingerprint

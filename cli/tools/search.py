@@ -10,8 +10,8 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
-from cli.config import LimitsConfig
-from cli.paths import ResolvedPath
+from cli.config.settings import LimitsConfig
+from cli.fs.paths import ResolvedPath
 from cli.tools import fsops, gate, ripgrep
 from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.listing import normalize_extension

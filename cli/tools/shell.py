@@ -1,5 +1,5 @@
 """run_command (seed §5.1.7): off by default, every run confirmed unless the YAML says
-otherwise, and every run inside an OS sandbox (cli/sandbox.py) unless the YAML says
+otherwise, and every run inside an OS sandbox (cli/safety/sandbox/launch.py) unless the YAML says
 `policy.commands.sandbox: off`. Output is capped while it is read, a timeout kills the whole
 process group, and CPU, memory and process limits hold."""
 
@@ -13,10 +13,10 @@ import subprocess
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from cli import sensitive
-from cli.config import LimitsConfig
-from cli.paths import ResolvedPath
-from cli.sandbox import (
+from cli.config.settings import LimitsConfig
+from cli.fs.paths import ResolvedPath
+from cli.safety import sensitive
+from cli.safety.sandbox.launch import (
     SandboxSpec,
     SandboxUnavailable,
     cleanup,

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from cli.paths import ResolvedPath
-from cli.policy import Decision, Policy
+from cli.fs.paths import ResolvedPath
+from cli.safety.policy import Decision, Policy
 from cli.tools import fsops
 from cli.tools.base import Result, ToolContext, ToolError
 from cli.tools.edits import EditFailed, plan_edit

@@ -22,12 +22,12 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from cli import sandbox
-from cli.approval import Approval, ApprovalRequest
 from cli.backends.messages import ToolCall
-from cli.config import MCP_PREFIX
-from cli.guards import StepLimitAnswer
-from cli.paths import ResolvedPath, display_path
+from cli.config.settings import MCP_PREFIX
+from cli.fs.paths import ResolvedPath, display_path
+from cli.loop.approval import Approval, ApprovalRequest
+from cli.loop.guards import StepLimitAnswer
+from cli.safety.sandbox import launch as sandbox
 from cli.tools import fsops
 from cli.tools.base import ToolError
 from cli.tools.edits import EditFailed, plan_edit
@@ -60,7 +60,7 @@ class Consequences:
     available: Collection[str] | None = None  # stands in for the machine's sandboxes (tests)
 
     def sandbox_line(self) -> Text:
-        """The sandbox the command will actually run in, as `cli/sandbox.py` chooses it."""
+        """The sandbox the command will actually run in, as `sandbox/launch.py` chooses it."""
         try:
             kind = sandbox.choose(self.sandbox_mode, self.available)
         except sandbox.SandboxUnavailable as exc:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.cells import cell_len
 
-from cli.outcomes import BY_WORDS, spell
+from cli.loop.outcomes import BY_WORDS, spell
 from cli.ui.layout import pack
 from cli.ui.text import KEY_ARGUMENT, sanitize
 

@@ -12,11 +12,11 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
-from cli import outcomes
 from cli.backends.messages import Stats, ToolCall
-from cli.config import MCP_PREFIX
-from cli.events import ContextUse, ToolResult
-from cli.paths import display_path
+from cli.config.settings import MCP_PREFIX
+from cli.fs.paths import display_path
+from cli.loop import outcomes
+from cli.loop.events import ContextUse, ToolResult
 from cli.tools.fsops import human_size
 from cli.ui.layout import Hanging
 from cli.ui.text import call_summary, plural, result_summary, sanitize, shorten_text
@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 
 # status → (icon, colour, word). "running" shows a spinner in place of its icon. A call's
-# final card takes its outcome (cli/outcomes.py) as status, and the outcome's words.
+# final card takes its outcome (cli/loop/outcomes.py) as status, and the outcome's words.
 _STATUS: Mapping[str, tuple[str, str, str]] = {
     "waiting": ("⏳", "orange1", "waiting for confirmation"),
     "running": ("", "blue", "running"),

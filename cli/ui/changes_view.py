@@ -10,14 +10,14 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cli.changes import Change, ChangeStore, Timeline, new_step
-from cli.paths import display_path, resolve_path
-from cli.policy import Policy
+from cli.fs.paths import display_path, resolve_path
+from cli.journal.changes import Change, ChangeStore, Timeline, new_step
+from cli.journal.undo import Step, UndoError, apply, choose, plan_change, precheck
+from cli.safety.policy import Policy
 from cli.tools import fsops
 from cli.tools.base import ToolError
 from cli.tools.fsops import human_size
 from cli.ui.text import sanitize
-from cli.undo import Step, UndoError, apply, choose, plan_change, precheck
 
 
 def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:

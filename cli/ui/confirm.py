@@ -6,7 +6,7 @@ from typing import TextIO
 
 from rich.console import Console
 
-from cli.approval import Approval, ApprovalRequest
+from cli.loop.approval import Approval, ApprovalRequest
 from cli.ui.approve import Consequences, card, ring
 from cli.ui.keys import read_fresh_line
 from cli.ui.layout import Hanging

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from cli.catalog import ModelRow
+from cli.backends.catalog import ModelRow
 from cli.tools.fsops import human_size
 from cli.ui.cards import short_tokens
 from cli.ui.text import sanitize

@@ -21,9 +21,9 @@ from rich.segment import Segment, Segments
 from rich.syntax import Syntax
 from rich.text import Text
 
-from cli.approval import ApprovalRequest
 from cli.backends.messages import ToolCall
-from cli.events import (
+from cli.loop.approval import ApprovalRequest
+from cli.loop.events import (
     ContentDelta,
     Event,
     Finished,

@@ -18,13 +18,13 @@ from prompt_toolkit.application import run_in_terminal
 from rich.console import Console
 from rich.text import Text
 
-from cli.agent import Agent
-from cli.audit import AuditLog, audited
 from cli.backends.messages import Message, ModelInfo, ToolCall, closest_models
-from cli.config import THINK_LEVELS
+from cli.config.settings import THINK_LEVELS
 from cli.errors import AgentError
-from cli.events import ToolDecided, ToolResult
-from cli.images import (
+from cli.fs.paths import display_path
+from cli.loop.agent import Agent
+from cli.loop.events import ToolDecided, ToolResult
+from cli.loop.images import (
     Image,
     attribute,
     cannot_see,
@@ -36,8 +36,8 @@ from cli.images import (
     too_many_images,
     unknown_sight,
 )
-from cli.paths import display_path
-from cli.sessions import SessionStore, conversation_turns, timestamp_name
+from cli.records.audit import AuditLog, audited
+from cli.records.sessions import SessionStore, conversation_turns, timestamp_name
 from cli.tools.base import ToolError
 from cli.tools.fsops import human_size
 from cli.ui.approve import ChatApprover
@@ -303,7 +303,7 @@ class ChatSession:
                     self.say(f"{shown_as} names no file: sent as text", "dim")
                 continue
             attached.add(path)
-            if is_image_name(path):  # an image goes to a vision model as one (cli/images.py)
+            if is_image_name(path):  # an image goes to a vision model as one (cli/loop/images.py)
                 if not self._attach_image(path):
                     return None
                 continue
@@ -640,7 +640,7 @@ def _model(session: ChatSession, argument: str) -> bool:
 
 def _models(session: ChatSession, _argument: str) -> bool:
     """The server's models as `agent models` gives them, one compact line each."""
-    from cli.catalog import gather
+    from cli.backends.catalog import gather
     from cli.ui.models_view import model_lines
 
     agent = session.agent
@@ -820,7 +820,7 @@ def _turns(session: ChatSession, _argument: str) -> bool:
 def _diff(session: ChatSession, argument: str) -> bool:
     """What this chat changed (undos included) as one unified diff; `/diff PATH`: one file,
     or what is under a directory."""
-    from cli.paths import PathError, resolve_path
+    from cli.fs.paths import PathError, resolve_path
     from cli.ui.changes_view import session_diff
 
     store = session.agent.context.changes

@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from cli import __version__, outcomes
+from cli import __version__
 from cli.backends.messages import Stats
 from cli.errors import AgentError
-from cli.events import (
+from cli.loop import outcomes
+from cli.loop.events import (
     ContentDelta,
     Event,
     Finished,
@@ -31,7 +32,7 @@ from cli.events import (
 )
 
 if TYPE_CHECKING:
-    from cli.agent import Agent
+    from cli.loop.agent import Agent
 
 VERSION = 1
 

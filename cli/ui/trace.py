@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cli import outcomes
 from cli.backends.messages import Stats
-from cli.events import (
+from cli.loop import outcomes
+from cli.loop.events import (
     ContentDelta,
     Event,
     Finished,
@@ -331,7 +331,7 @@ class RunTrace:
         self, decided: ToolDecided, what: str, result: Mapping[str, Any] | None = None
     ) -> None:
         """`→ read_file notes.txt · allowed by policy · 12 lines, 340 B`; the outcome's words
-        are cli/outcomes.py's, `what` is the result or the reason, already made safe."""
+        are cli/loop/outcomes.py's, `what` is the result or the reason, already made safe."""
         word = outcomes.outcome(decided, result or {})
         colour = _COLOURS.get(word, "red")
         self.console.print(

@@ -181,7 +181,7 @@ def task_repeat(base_url: str, root: Path) -> Check:
     check.that(bool(repeated) or stopped, "no repeated call was refused as a repeat")
     for call in repeated:
         error = str((call.get("result") or {}).get("error", ""))
-        said = "this exact call already failed or was refused"  # cli/guards.py's words
+        said = "this exact call already failed or was refused"  # cli/loop/guards.py's words
         check.that(said in error, f"repeat said: {error}")
     check.that(snapshot(ws) == before, "the workspace changed")
     check.that("TOKEN=not-for-models" not in json.dumps(data), "the secret reached the output")

@@ -1,0 +1,1 @@
+"""The `agent` subcommands, one module per command group."""

@@ -1,0 +1,1 @@
+"""The YAML configuration: found, checked, and frozen into settings."""

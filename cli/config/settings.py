@@ -1,0 +1,625 @@
+"""The YAML config: where it is found, how it is checked, and the frozen settings it becomes.
+
+The dataclasses below are the schema: every key, its type and its default. `config.example.yaml`
+documents each of them; a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
+
+from cli.errors import ConfigError
+from cli.safety import sensitive
+
+if TYPE_CHECKING:
+    import yaml  # imported where a file is parsed: a run without a config file never pays it
+
+APP_NAME = "metona-agent"
+
+# The tools the policy knows, in the order the model sees them.
+TOOL_NAMES = (
+    "read_file",
+    "edit_file",
+    "write_file",
+    "list_directory",
+    "search_files",
+    "create_directory",
+    "move_file",
+    "delete_file",
+    "run_command",
+    "git_status",
+    "git_diff",
+)
+READ_TOOLS = frozenset({"read_file", "list_directory", "search_files", "git_status", "git_diff"})
+WRITE_TOOLS = frozenset({"write_file", "edit_file", "create_directory", "move_file", "delete_file"})
+SETTINGS = ("allow", "ask", "deny")
+TOOL_MODES = ("auto", "native", "prompt")
+
+
+def tool_mode_for(setting: str, native: bool, any_tools: bool) -> str:
+    """native | prompt | off: how a model gets its tools under agent.tool_mode `setting`
+    (`native`: the model reports tool support; `any_tools`: the policy enables some). Off
+    when the policy enables none, or `setting` is native and the model has no support."""
+    if not any_tools:
+        return "off"
+    if setting == "auto":
+        return "native" if native else "prompt"
+    if setting == "native" and not native:
+        return "off"
+    return setting
+
+
+SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
+CONFIRM_MODES = ("all", "write-only", "none")
+# `think` as Ollama takes it besides true/false (api.ThinkValue); gpt-oss takes only these.
+THINK_LEVELS = ("low", "medium", "high", "max")
+# The server's protocol: Ollama's own API, or an OpenAI-compatible one (cli/backends/).
+API_KINDS = ("native", "openai")
+
+# Secrets, execution surfaces and the agent's own config are one list each, in
+# cli/safety/sensitive.py, read by the policy, the sandbox and the audit redactor alike; the YAML
+# adds to them (policy.secrets, policy.execution_surfaces, and the regex forms below).
+
+# The seed's command deny list, as case-insensitive regular expressions searched anywhere in
+# the command. It catches the obvious spellings only: see README "Safety".
+DEFAULT_COMMAND_DENY = (
+    r"\brm\s+(-[a-z]*\s+)*-[a-z]*(r[a-z]*f|f[a-z]*r)[a-z]*\s+(/|/\*|~|\$HOME)(\s|$)",
+    r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
+    r"\bmkfs(\.\w+)?\b",
+    r"\bdd\s+if=",
+    r"\bwipefs\b",
+    r"\bshred\b",
+    r"\b(shutdown|reboot|poweroff|halt)\b",
+    r"\b(useradd|usermod|userdel|passwd)\b",
+    r"\bchmod\s+(-[a-z]+\s+)*0?777\b",
+    r"\bchown\s+(-[a-z]+\s+)*root\b",
+    r"\bcrontab\s+-e\b",
+    r"\bsystemctl\s+(enable|disable)\b",
+    r"\|\s*(sudo\s+)?(ba|z|da|k)?sh\b",
+    r"/dev/(tcp|udp)/",
+    r"\bbash\s+-i\s*>&",
+    r"\beval\b",
+    r"\bexec\s*>",
+)
+
+
+MCP_PREFIX = "mcp__"
+# No "__" inside, no "_" or "-" at either end: mcp__<server>__<tool> then names its server
+# unambiguously (a server "e_" would make mcp__e___t, which mcp__e__* would match).
+_SERVER_NAME = re.compile(r"(?!.*__)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,38}[A-Za-z0-9])?")
+
+
+def is_mcp_name(name: str) -> bool:
+    """`mcp__git__status`, or a pattern such as `mcp__git__*`: a policy key for MCP tools."""
+    return name.startswith(MCP_PREFIX) and len(name) > len(MCP_PREFIX)
+
+
+def _setting(default: Any, **meta: Any) -> Any:
+    """A dataclass field whose default may be mutable, with validation metadata."""
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class OllamaConfig:
+    host: str = "http://localhost:11434"
+    model: str = "qwen3:8b"
+    think: bool | str = _setting(False, allow_bool=True, choices=THINK_LEVELS)
+    timeout: float = _setting(300.0, minimum=1)
+    keep_alive: str | int = _setting("5m", allow_int=True)
+    # No num_ctx here: it is sized per request (cli/loop/sizing.py), and only a num_ctx the user
+    # sets is a floor under that size.
+    options: dict[str, Any] = _setting({"temperature": 0.7}, merge=True)
+    max_num_ctx: int = _setting(32768, minimum=1024)
+    # openai: `host` is an OpenAI-compatible base URL (LM Studio, llama-server, vLLM: …/v1).
+    api: str = _setting("native", choices=API_KINDS)
+    api_key_env: str = "OPENAI_API_KEY"  # with openai: the variable that holds the key
+    stream: bool = True  # with openai: false asks every answer in one piece
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    max_steps: int = _setting(10, minimum=1)
+    system_prompt: str = ""
+    max_answer_chars: int = _setting(200_000, minimum=1000)
+    tool_mode: str = _setting("auto", choices=TOOL_MODES)
+    project_instructions: bool = True
+    instructions_max_bytes: int = _setting(8192, minimum=0)
+    max_sessions: int = _setting(100, minimum=1)
+    # When the next request would not fit the context, history is compacted once and deep,
+    # to this share of what the messages may take (cli/loop/window.py): the server then evaluates
+    # that much again, and the following steps append to it.
+    compact_to: float = _setting(0.33, minimum=0.1, maximum=0.9)
+    bell: bool = True  # ring the terminal bell when a confirmation waits for an answer
+
+
+@dataclass(frozen=True)
+class CommandsConfig:
+    deny: list[str] = _setting(list(DEFAULT_COMMAND_DENY), regex=True)
+    allow: list[str] = _setting([])
+    sandbox: str = _setting("auto", choices=SANDBOX_MODES)
+    # More trees a sandboxed command may read (absolute or ~/), beside the built-in list of
+    # what commands need from the home dir (cli/safety/sandbox/launch.py HOME_READ_ONLY).
+    read_only: list[str] = _setting([], absolute=True)
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    max_read_bytes: int = _setting(1024 * 1024, minimum=1)
+    max_read_lines: int = _setting(500, minimum=1)
+    max_write_bytes: int = _setting(5 * 1024 * 1024, minimum=1)
+    max_list_entries: int = _setting(500, minimum=1)
+    list_depth: int = _setting(3, minimum=1)
+    search_results: int = _setting(50, minimum=1)
+    max_search_results: int = _setting(500, minimum=1)
+    max_search_files: int = _setting(10_000, minimum=1)
+    max_search_file_bytes: int = _setting(500 * 1024, minimum=1)
+    max_matches_per_file: int = _setting(10, minimum=1)
+    command_timeout_ms: int = _setting(30_000, minimum=1)
+    max_command_timeout_ms: int = _setting(120_000, minimum=1)
+    max_command_output_bytes: int = _setting(100 * 1024, minimum=1)
+    max_tool_calls_per_step: int = _setting(32, minimum=1)
+    max_tool_result_chars: int = _setting(32_000, minimum=1000)
+    # How long one tool call may work before it is stopped, cleanly (cli/tools/base.py's
+    # Deadline says where it is checked, and which calls have their own timeouts instead).
+    tool_seconds: int = _setting(60, minimum=1)
+    max_backup_bytes: int = _setting(256 * 1024 * 1024, minimum=0)
+    command_cpu_seconds: int = _setting(300, minimum=1)
+    command_memory_mb: int = _setting(4096, minimum=16)
+    command_processes: int = _setting(2048, minimum=8)
+    sandbox_scan_entries: int = _setting(200_000, minimum=1)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    allowed_dirs: list[str] = _setting(["."])
+    blocked_dirs: list[str] = _setting(
+        ["/etc", "/sys", "/proc", "/dev", "/boot", "/root", "~/.ssh", "~/.gnupg", "~/.aws"]
+    )
+    secrets: list[str] = _setting([], glob=True)
+    execution_surfaces: list[str] = _setting([], glob=True)
+    sensitive_patterns: list[str] = _setting([], regex=True)
+    confirm: str = _setting("write-only", choices=CONFIRM_MODES)
+    tools: dict[str, str] = _setting({}, keys=TOOL_NAMES, choices=SETTINGS, mcp_names=True)
+    unattended: list[str] = _setting(
+        ["write_file", "edit_file", "create_directory"], choices=TOOL_NAMES, mcp_names=True
+    )
+    protected_patterns: list[str] = _setting([], regex=True)
+    # Dotfile names (globs of one component) that are plain data, added to the built-in
+    # list in cli/safety/sensitive.py: writing them inside an allowed dir needs no person.
+    plain_dotfiles: list[str] = _setting([], name_glob=True)
+    trash: bool = True
+    commands: CommandsConfig = field(default_factory=CommandsConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+
+
+@dataclass(frozen=True)
+class McpToolsConfig:
+    include: list[str] = _setting([])  # fnmatch patterns of the server's tool names
+    exclude: list[str] = _setting([])
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server: `command` (and `args`, `env`, `cwd`) for stdio, or `url` (and
+    `headers`) for streamable HTTP. `${VAR}` in the command, args, env and header values
+    and the URL is read from our environment."""
+
+    command: str = ""
+    args: list[str] = _setting([])
+    env: dict[str, str] = _setting({}, strings=True)
+    cwd: str = ""
+    url: str = ""
+    headers: dict[str, str] = _setting({}, strings=True)
+    enabled: bool = True
+    timeout: float = _setting(60.0, minimum=1)
+    startup_timeout: float = _setting(20.0, minimum=1)
+    tools: McpToolsConfig = field(default_factory=McpToolsConfig)
+    sandbox: str = _setting("off", choices=("bwrap", "landlock", "off"))
+    network: bool = False
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    servers: dict[str, McpServerConfig] = _setting({}, of=McpServerConfig)
+
+
+@dataclass(frozen=True)
+class Config:
+    ollama: OllamaConfig = field(default_factory=OllamaConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
+    source: str | None = field(default=None, compare=False)  # the file it came from
+    # The line of every key the file set (dotted path as a tuple), for `agent config`.
+    lines: Mapping[tuple[str, ...], int] = field(default_factory=dict, compare=False)
+
+
+# -- where things live -----------------------------------------------------------------------
+
+
+def _xdg_dir(env: Mapping[str, str], var: str, fallback: str) -> Path:
+    value = env.get(var, "")
+    # The XDG spec says relative values are invalid and must be ignored.
+    if value and os.path.isabs(value):
+        return Path(value) / APP_NAME
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(home) / fallback / APP_NAME
+
+
+def config_dir(env: Mapping[str, str]) -> Path:
+    return _xdg_dir(env, "XDG_CONFIG_HOME", ".config")
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    return _xdg_dir(env, "XDG_STATE_HOME", ".local/state")
+
+
+def data_dir(env: Mapping[str, str]) -> Path:
+    return _xdg_dir(env, "XDG_DATA_HOME", ".local/share")
+
+
+def config_locations(env: Mapping[str, str]) -> list[str]:
+    """Every dir a config would be loaded from, whether or not it exists yet:
+    $XDG_CONFIG_HOME/metona-agent and ~/.config/metona-agent (the one used when
+    XDG_CONFIG_HOME is unset, relative, or changes between runs). A config the model
+    creates would be obeyed by the next run, so the policy protects all of them."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    dirs = [str(config_dir(env)), str(Path(home) / ".config" / APP_NAME)]
+    return list(dict.fromkeys(os.path.normpath(d) for d in dirs))
+
+
+def find_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    """`-c PATH` if given (it must exist), else the XDG config file if it exists, else None."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"config file {explicit} does not exist: check the -c/--config path")
+        return path
+    default = config_dir(env) / "config.yaml"
+    return default if default.is_file() else None
+
+
+def resolve_host(
+    flag: str | None, env: Mapping[str, str], config: Config, api: str | None = None
+) -> str:
+    """The one lookup order for the server: --host > OLLAMA_HOST > ollama.host > default.
+    With `api` openai (default: ollama.api) the URL is the server's base URL and OLLAMA_HOST,
+    which names an Ollama server, is not read; with native, a URL ending in /v1 is refused:
+    it is an OpenAI-compatible base URL, and /api/chat is not under it."""
+    from cli.backends.ollama import (
+        normalize_host,  # here, not at the top: config stays importable alone
+    )
+
+    api = api or config.ollama.api
+    sources = [
+        ("--host", flag),
+        ("OLLAMA_HOST", env.get("OLLAMA_HOST") if api == "native" else None),
+        ("ollama.host", config.ollama.host),
+    ]
+    for source, value in sources:
+        if value and value.strip():
+            try:
+                url = normalize_host(value)
+            except ValueError as exc:
+                raise ConfigError(f"{source}: {exc}") from None
+            if api == "native" and url.endswith("/v1"):
+                raise ConfigError(
+                    f"{source}: {url} is an OpenAI-compatible URL (it ends in /v1) and "
+                    "ollama.api is native: add --api openai (or set ollama.api: openai)"
+                )
+            return url
+    return normalize_host("http://localhost:11434")
+
+
+# -- loading -------------------------------------------------------------------------------
+
+
+def load_config(path: Path | None) -> Config:
+    """Read and check the YAML at `path` (built-in defaults when None)."""
+    if path is None:
+        return Config()
+    from cli.fs.stored import MAX_CONFIG_BYTES, Unreadable, read_capped
+
+    try:
+        text = read_capped(path, MAX_CONFIG_BYTES).decode("utf-8")
+    except Unreadable as exc:
+        raise ConfigError(
+            f"cannot read config {path}: {exc} (a config is a page of settings): check that "
+            "-c names the config file"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    return parse_config(text, str(path))
+
+
+def parse_config(text: str, source: str) -> Config:
+    import yaml
+
+    try:
+        loader = _loader_class()(text, source)  # the reader refuses some characters at once
+        try:
+            node = loader.get_single_node()
+            lines: dict[tuple[str, ...], int] = {}
+            if node is not None:
+                _index_lines(node, (), lines, source)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"config {source}{where}: invalid YAML: {problem}") from None
+    if data is None:
+        return dataclasses.replace(Config(), source=source)
+    builder = _Builder(source, lines)
+    config: Config = builder.build(Config, data, ())
+    return dataclasses.replace(config, source=source, lines=lines)
+
+
+@functools.cache
+def _loader_class() -> type[Any]:
+    """PyYAML's safe loader, refusing while it composes what no config of ours needs and what
+    would make the walk over the result blow up or never end:
+
+    - an alias (`*name`): a "billion laughs" is a few lines of aliases of aliases; composed,
+      it is a few nodes shared many times over, and whatever walks the result (our line
+      index, the checks, `agent config`) walks billions; a self-referencing one never ends.
+      Aliases are refused, not counted: no key of ours needs one, so there is no limit for a
+      smaller bomb to stay under, and the refusal names the line of the first.
+    - nesting deeper than MAX_JSON_DEPTH (the same guard as server JSON): PyYAML composes
+      recursively, so 100,000 `[` would end in a RecursionError; a config is a few levels
+      deep."""
+    import yaml
+
+    from cli.backends.messages import MAX_JSON_DEPTH
+
+    class Loader(yaml.SafeLoader):
+        def __init__(self, text: str, source: str) -> None:
+            super().__init__(text)
+            self.source = source
+            self.depth = 0
+
+        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+            if self.check_event(yaml.AliasEvent):
+                raise self.refused(
+                    "YAML aliases (*name) are not supported here; write the value out"
+                )
+            if self.depth >= MAX_JSON_DEPTH:
+                raise self.refused(
+                    f"nested deeper than {MAX_JSON_DEPTH} levels; a config is a few levels "
+                    "deep (see config.example.yaml)"
+                )
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def refused(self, why: str) -> ConfigError:
+            event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+            where = f", line {event.start_mark.line + 1}" if event.start_mark else ""
+            return ConfigError(f"config {self.source}{where}: {why}")
+
+    return Loader
+
+
+def _index_lines(
+    node: yaml.Node,
+    path: tuple[str, ...],
+    lines: dict[tuple[str, ...], int],
+    source: str,
+) -> None:
+    """Record the line of every key. Refuse duplicate keys (PyYAML keeps the last one
+    silently, which hides a typo'd second `policy:` block). No node is met twice: the loader
+    refused aliases, and nesting past MAX_JSON_DEPTH, while composing."""
+    import yaml
+
+    lines.setdefault(path, node.start_mark.line + 1)
+    children: list[tuple[str | None, yaml.Node]] = []
+    if isinstance(node, yaml.MappingNode):
+        keys: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            if key in keys:
+                dotted = ".".join((*path, key))
+                raise ConfigError(
+                    f"config {source}, line {key_node.start_mark.line + 1}: "
+                    f"key '{dotted}' appears twice; keep one"
+                )
+            keys.add(key)
+            key_path = (*path, key)
+            lines[key_path] = key_node.start_mark.line + 1
+            children.append((key, value_node))
+    elif isinstance(node, yaml.SequenceNode):
+        children = [(None, item) for item in node.value]
+    for child_key, child in children:
+        child_path = path if child_key is None else (*path, child_key)
+        _index_lines(child, child_path, lines, source)
+
+
+class _Builder:
+    """Checks plain YAML data against the dataclasses and builds them, naming file, line and
+    key in every error."""
+
+    def __init__(self, source: str, lines: Mapping[tuple[str, ...], int]) -> None:
+        self.source = source
+        self.lines = lines
+
+    def fail(self, path: tuple[str, ...], message: str) -> ConfigError:
+        line = self.lines.get(path)
+        where = f", line {line}" if line else ""
+        key = ".".join(path) or "(top level)"
+        return ConfigError(f"config {self.source}{where}: {key}: {message}")
+
+    def build(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
+        if not isinstance(data, dict):
+            raise self.fail(path, f"expected a mapping of keys, got {_kind(data)}")
+        hints = get_type_hints(cls)
+        known = [f.name for f in dataclasses.fields(cls) if f.name not in ("source", "lines")]
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in known:
+                raise self.fail(
+                    (*path, str(key)), f"unknown key; known keys here: {', '.join(known)}"
+                )
+            values[key] = self.value(hints[key], cls, key, value, (*path, key))
+        return cls(**values)
+
+    def value(self, hint: Any, cls: type[Any], name: str, value: Any, path: tuple[str, ...]) -> Any:
+        meta = next(f.metadata for f in dataclasses.fields(cls) if f.name == name)
+        if dataclasses.is_dataclass(hint):
+            return self.build(hint, {} if value is None else value, path)  # type: ignore[arg-type]
+        origin = get_origin(hint)
+        if origin is list:
+            return self.string_list(value, path, meta)
+        if origin is dict:
+            return self.mapping(value, path, meta, cls, name)
+        return self.scalar(hint, value, path, meta)
+
+    def scalar(self, hint: Any, value: Any, path: tuple[str, ...], meta: Mapping[str, Any]) -> Any:
+        if hint is bool:
+            if not isinstance(value, bool):
+                raise self.fail(path, f"expected true or false, got {_kind(value)}")
+        elif hint is int:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise self.fail(path, f"expected a whole number, got {_kind(value)}")
+        elif hint is float:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise self.fail(path, f"expected a number, got {_kind(value)}")
+            value = float(value)
+        elif meta.get("allow_int") and isinstance(value, int) and not isinstance(value, bool):
+            pass  # keep_alive: a number is seconds, a string a duration ("5m"), as Ollama reads it
+        elif meta.get("allow_bool") and isinstance(value, bool):
+            return value  # think: true or false, else one of its levels
+        elif meta.get("allow_bool") and not isinstance(value, str):
+            levels = ", ".join(meta.get("choices", ()))
+            raise self.fail(path, f"expected true or false, or one of {levels}; got {_kind(value)}")
+        elif (hint is str or meta.get("allow_int")) and not isinstance(value, str):
+            raise self.fail(path, f"expected a string, got {_kind(value)}")
+        minimum = meta.get("minimum")
+        if minimum is not None and value < minimum:
+            raise self.fail(path, f"must be at least {minimum}, got {value}")
+        maximum = meta.get("maximum")
+        if maximum is not None and value > maximum:
+            raise self.fail(path, f"must be at most {maximum}, got {value}")
+        choices = meta.get("choices")
+        if choices and value not in choices:
+            raise self.fail(path, f"expected one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def server(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
+        if not _SERVER_NAME.fullmatch(path[-1]):
+            raise self.fail(
+                path,
+                "a server name is letters, digits, '-' and '_' (no '__', and a letter or digit "
+                "at each end), at most 40 characters",
+            )
+        server = self.build(cls, data, path)
+        if bool(server.command) == bool(server.url):
+            raise self.fail(path, "give either `command` (stdio) or `url` (streamable HTTP)")
+        if server.url and not server.url.startswith(("http://", "https://")):
+            raise self.fail(
+                (*path, "url"), f"expected an http:// or https:// URL, got {server.url!r}"
+            )
+        return server
+
+    def string_list(self, value: Any, path: tuple[str, ...], meta: Mapping[str, Any]) -> list[str]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected a list of strings, got {_kind(value)}")
+        out = []
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.fail(path, f"item {index + 1}: expected a string, got {_kind(item)}")
+            mcp = meta.get("mcp_names") and is_mcp_name(item)
+            if meta.get("choices") and item not in meta["choices"] and not mcp:
+                raise self.fail(path, f"item {item!r} is not one of {', '.join(meta['choices'])}")
+            if meta.get("glob"):
+                why = sensitive.invalid([item])
+                if why:
+                    raise self.fail(path, f"item {item!r} {why[1]}")
+            if meta.get("absolute") and not (item.startswith(("/", "~/")) or item == "~"):
+                raise self.fail(path, f"item {item!r} must be an absolute path or start with ~/")
+            if meta.get("name_glob") and sensitive.invalid_name(item):
+                raise self.fail(path, f"item {item!r} {sensitive.invalid_name(item)}")
+            if meta.get("regex"):
+                try:
+                    re.compile(item)
+                except re.error as exc:
+                    raise self.fail(path, f"item {item!r} is not a valid regex: {exc}") from None
+            out.append(item)
+        return out
+
+    def mapping(
+        self,
+        value: Any,
+        path: tuple[str, ...],
+        meta: Mapping[str, Any],
+        cls: type[Any],
+        name: str,
+    ) -> dict[str, Any]:
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
+        keys, choices = meta.get("keys"), meta.get("choices")
+        if meta.get("of") is not None:  # mcp.servers: name → a server's settings
+            return {
+                str(k): self.server(meta["of"], item, (*path, str(k))) for k, item in value.items()
+            }
+        for key, item in value.items():
+            if meta.get("strings") and not isinstance(item, str):
+                raise self.fail((*path, str(key)), f"expected a string, got {_kind(item)}")
+            if keys and key not in keys and not (meta.get("mcp_names") and is_mcp_name(str(key))):
+                raise self.fail(
+                    (*path, str(key)),
+                    f"unknown tool; known: {', '.join(keys)}, or an MCP tool (mcp__SERVER__TOOL, "
+                    "* allowed)",
+                )
+            if choices and item not in choices:
+                raise self.fail(
+                    (*path, str(key)), f"expected one of {', '.join(choices)}; got {item!r}"
+                )
+        default = next(f for f in dataclasses.fields(cls) if f.name == name)
+        if meta.get("merge") and default.default_factory is not dataclasses.MISSING:
+            return {**default.default_factory(), **value}  # options: the user's on top of ours
+        return dict(value)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+__all__ = [
+    "READ_TOOLS",
+    "TOOL_NAMES",
+    "WRITE_TOOLS",
+    "Config",
+    "find_config",
+    "load_config",
+    "parse_config",
+    "resolve_host",
+]

@@ -1,0 +1,1 @@
+"""The change journal and undo/redo."""

@@ -1,0 +1,1 @@
+"""The agent loop: messages and tools in, typed events out. Never prints."""

@@ -1,0 +1,1 @@
+"""What the agent keeps of its work: the audit log and saved sessions."""

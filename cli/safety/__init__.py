@@ -1,0 +1,1 @@
+"""What may happen: the policy, the sensitive lists, the shell-line reader and the sandboxes."""
