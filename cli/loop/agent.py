@@ -39,6 +39,8 @@ from cli.config.settings import tool_mode_for
 from cli.errors import AgentError, ContextTooLong, MessageTooLong, StreamError
 from cli.loop import outcomes
 from cli.loop.approval import ApprovalRequest, Approver
+from cli.loop.decision import Deciding
+from cli.loop.decision import decide as decide_call
 from cli.loop.events import (
     ContentDelta,
     ContextUse,
@@ -76,9 +78,8 @@ from cli.loop.sizing import (
 from cli.loop.textcalls import extract_tool_calls
 from cli.loop.tokens import estimate_tokens, message_tokens, shrink_result
 from cli.loop.window import Compaction, Window
-from cli.safety.policy import Decision, Policy
+from cli.safety.policy import Policy
 from cli.tools import Tool, ToolContext, foreseen, unchanged
-from cli.tools.schema import SchemaError, validate_arguments
 
 if TYPE_CHECKING:
     from cli.mcp.servers import McpServers
@@ -690,8 +691,7 @@ class Agent:
         guard: RepeatGuard | None = None,
     ) -> Generator[Event, None, tuple[ToolResult, bool]]:
         yield ToolCallProposed(call, step)
-        decided = self._not_offered(call, offered) or self._repeated(call, guard)
-        decided = decided or self.decide(call)
+        decided = self.decide(call, offered, guard)
         yield decided
         started = self.clock()
         result = self.execute(decided)
@@ -699,47 +699,26 @@ class Agent:
             guard.record(call, result)
         return ToolResult(call, result, self.clock() - started, decided), decided.stop_turn
 
-    @staticmethod
-    def _repeated(call: ToolCall, guard: RepeatGuard | None) -> ToolDecided | None:
-        if guard is None or guard.verdict(call) == "run":
-            return None
-        reason, hint = guard.refusal(call)
-        return ToolDecided(call, Decision("deny", reason, "repeated", hint=hint), False, "", reason)
-
-    def decide(self, call: ToolCall) -> ToolDecided:
-        """Schema → policy → preflight → approver (only for "ask"): the final say on one
-        call. The preflight turns a change whose old content cannot be kept for undo into an
-        ask only a person may answer (cli/tools/preflight.py)."""
-        from cli.tools import preflight
-
-        arguments: dict[str, Any] = {}
-        decision = self._check(call)
-        if decision is None:
-            try:
-                schema = self.toolbox[call.name].parameters
-                strict = call.name in tools.ALL_TOOLS  # an MCP schema may take more
-                arguments = validate_arguments(call.arguments, schema, strict=strict)
-                decision = self.policy.decide(call.name, arguments)
-            except SchemaError as exc:
-                decision = Decision("deny", f"invalid arguments for {call.name}: {exc}", "schema")
-            except (TypeError, ValueError, RecursionError) as exc:  # an MCP server's odd schema
-                why = f"its schema could not be applied ({type(exc).__name__})"
-                decision = Decision("deny", f"invalid arguments for {call.name}: {why}", "schema")
-        # What is looked at before deciding works under a deadline of its own, as the call
-        # will (policy.limits.tool_seconds): the time a person takes to answer is not in it.
-        looking = self.context.started(call.name)
-        recursive_delete = call.name == "delete_file" and arguments.get("recursive") is True
-        if decision.action != "deny" and (call.name == "move_file" or recursive_delete):
-            decision = self._tree_boundary(decision, looking)
-        # A write of what the file holds is no change: not asked (cli/tools/unchanged.py).
-        decision = unchanged.decide(decision, call.name, arguments, self.policy, looking)
-        # A call that cannot succeed is not asked: it fails (cli/tools/foreseen.py).
-        decision = foreseen.decide(decision, call.name, arguments, self.policy, looking)
-        loss = None
-        if decision.action != "deny" and decision.rule not in (unchanged.RULE, foreseen.RULE):
-            loss = preflight.unkept(call.name, arguments, decision.paths, looking)
-            if loss is not None:
-                decision = preflight.needs_person(decision, loss)
+    def decide(
+        self,
+        call: ToolCall,
+        offered: Sequence[str] | None = None,
+        guard: RepeatGuard | None = None,
+    ) -> ToolDecided:
+        """The final say on one call: the stages of cli/loop/decision.py, then the approver
+        for what comes out as "ask". `offered` and `guard` are the request's tools and the
+        turn's repeat guard (None for a call the model did not make: an attachment)."""
+        deciding = Deciding(
+            call,
+            self.policy,
+            self.toolbox,
+            self.context,
+            offered=offered,
+            guard=guard,
+            none_offered=self._why_none_offered,
+        )
+        decision = decide_call(deciding)
+        arguments, loss = deciding.arguments, deciding.loss
         if decision.action != "ask":
             allowed = decision.action == "allow"
             by = "policy" if allowed else ""
@@ -749,6 +728,8 @@ class Agent:
         asked = approval.by == "user" or approval.stop_turn
         if approval.approved:
             if loss is not None and approval.by == "user":
+                from cli.tools import preflight
+
                 preflight.agreed(self.context, loss)
             return ToolDecided(
                 call, decision, True, approval.by, decision.reason, arguments, asked=asked
@@ -763,35 +744,10 @@ class Agent:
             reason = f"the user declined: {reason}"
         return ToolDecided(call, decision, False, "", reason, arguments, asked=asked)
 
-    def _tree_boundary(self, decision: Decision, looking: ToolContext) -> Decision:
-        """A directory moves, or is deleted, with its whole tree. A move is refused when the
-        tree holds what the policy hides; either is a person's call when the tree holds (or
-        a move would make) an execution surface or a dot-entry, as a change of that one
-        path would be."""
-        from cli.tools import moves
-
-        gone = decision.paths.get("source") or decision.paths.get("path")
-        destination = decision.paths.get("destination") or gone
-        if gone is None or destination is None:
-            return decision
-        moving = "source" in decision.paths
-        hides = self.policy.hides if moving else (lambda _path: False)  # gone either way
-        crossing = moves.boundary(
-            gone.entry, destination.entry, hides, self.policy.configures, looking
-        )
-        if crossing.refusal:
-            return Decision("deny", crossing.refusal, "move_boundary", paths=decision.paths)
-        if crossing.unseen and not moving:
-            return decision  # a delete goes to the trash whatever its depth: nothing planted
-        if crossing.caution and not (decision.action == "ask" and decision.needs_human):
-            return dataclasses.replace(
-                decision,
-                action="ask",
-                needs_human=True,
-                reason=crossing.caution,
-                rule="move_boundary",
-            )
-        return decision
+    def _why_none_offered(self) -> str:
+        if not self.model_info().supports_tools:
+            return f"model '{self.settings.model}' does not support tools"
+        return "the policy enables none"
 
     def execute(self, decided: ToolDecided) -> dict[str, Any]:
         """Run an allowed call (a denied one becomes its error result); never raises for
@@ -827,48 +783,6 @@ class Agent:
             label = UNTRUSTED_LABEL if name in tools.ALL_TOOLS else MCP_UNTRUSTED_LABEL
             result = {**result, "untrusted": label}
         return shrink_result(result, self.context.limits.max_tool_result_chars)
-
-    def _not_offered(self, call: ToolCall, offered: Sequence[str]) -> ToolDecided | None:
-        """The refusal of a call to a tool this request did not offer, whatever the policy says
-        of it: a model without tool support, a tool set to deny, a name we do not know. The
-        model reads why and which tools it has."""
-        if call.name in offered:
-            return None
-        hint = f"valid tools: {', '.join(offered)}"
-        if call.arguments_error and not call.name:
-            reason, rule = f"tool call: {call.arguments_error}", "schema"
-        elif not offered:
-            why = (
-                f"model '{self.settings.model}' does not support tools"
-                if not self.model_info().supports_tools
-                else "the policy enables none"
-            )
-            reason = f"tool '{call.name}' was not offered: no tools were offered ({why})"
-            hint, rule = "answer in plain text", "not_offered"
-        elif call.name not in self.toolbox:
-            reason, rule = f"unknown tool '{call.name}'", "unknown_tool"
-        elif self.policy.setting(call.name) == "deny":
-            reason = (
-                f"tool '{call.name}' was not offered (it is not enabled in this agent's "
-                "policy), so it cannot run"
-            )
-            rule = "disabled"
-        else:  # offered to another model, or in another request: not this one
-            reason = f"tool '{call.name}' was not offered, so it cannot run"
-            rule = "not_offered"
-        decision = Decision("deny", reason, rule, hint=hint)
-        return ToolDecided(call, decision, False, "", reason)
-
-    def _check(self, call: ToolCall) -> Decision | None:
-        """Refusals that need no schema: bad JSON arguments, unknown or disabled tools."""
-        if call.arguments_error:
-            what = f"invalid arguments for {call.name}" if call.name else "tool call"
-            return Decision("deny", f"{what}: {call.arguments_error}", "schema")
-        if call.name not in self.toolbox or self.policy.setting(call.name) == "deny":
-            return self.policy.decide(call.name, {})
-        return None
-
-    # -- helpers --------------------------------------------------------------------------
 
     def _set_system_prompt(self, conversation: list[Message], mode: str | None = None) -> None:
         system = {"role": "system", "content": self.system_prompt(mode)}
