@@ -208,6 +208,32 @@ SECRETS = (
     ".fly",
     ".subversion/auth",
     "~/.circleci/cli.yml",
+    # macOS. Relative, so that another user's home (/Users/x/Library/…), the system's
+    # /Library/Keychains and a backup of a home match too. The keychains hold every saved
+    # password; cookies and HTTP storages log in as the user; the browsers' profiles hold
+    # cookies, saved passwords and tokens; then the password managers' own data.
+    "Library/Keychains",
+    "Library/Cookies",
+    "Library/HTTPStorages",
+    "Library/Safari",
+    "Library/Containers/com.apple.Safari",
+    "Library/Application Support/Google/Chrome",
+    "Library/Application Support/Google/Chrome Beta",
+    "Library/Application Support/Google/Chrome Canary",
+    "Library/Application Support/Chromium",
+    "Library/Application Support/BraveSoftware",
+    "Library/Application Support/Microsoft Edge",
+    "Library/Application Support/Arc",
+    "Library/Application Support/Vivaldi",
+    "Library/Application Support/com.operasoftware.Opera",
+    "Library/Application Support/Firefox",
+    "Library/Thunderbird",
+    "Library/Application Support/1Password",
+    "Library/Group Containers/2BUA8C4S2C.com.1password",
+    "Library/Containers/com.1password.1password",
+    "Library/Application Support/Bitwarden",
+    "Library/Containers/com.bitwarden.desktop",
+    "Library/Application Support/pypoetry/auth.toml",
 )
 
 # -- execution surfaces -------------------------------------------------------------------------
@@ -432,6 +458,43 @@ EXECUTION_SURFACES = (
     ".lintstagedrc*",
     ".simple-git-hooks*",
     ".overcommit.yml",
+    # macOS. launchd jobs and login items start programs at login or boot (~/Library and
+    # /Library alike: the entries are relative); Terminal's session restore sources
+    # ~/.zsh_sessions and ~/.bash_sessions, and a Terminal or iTerm2 profile runs its
+    # command; the user's site-packages run .pth files; plugins load into the system's
+    # services (Quick Look, Spotlight, input methods); folder actions and services run
+    # scripts; and editors, terminals and tools keep under ~/Library/Application Support
+    # what they keep under ~/.config on Linux. (~/.zshenv, ~/.zprofile, ~/.zlogin are above.)
+    "Library/LaunchAgents",
+    "Library/LaunchDaemons",
+    "Library/StartupItems",
+    "Library/Application Support/com.apple.backgroundtaskmanagementagent",
+    "Library/Preferences/com.apple.loginwindow.plist",
+    "Library/Preferences/com.apple.Terminal.plist",
+    "Library/Preferences/com.googlecode.iterm2.plist",
+    "Library/Application Support/iTerm2",
+    "Library/Application Support/com.mitchellh.ghostty",
+    ".zsh_sessions",
+    ".bash_sessions",
+    "~/Library/Python",
+    "Library/Scripts",
+    "Library/Workflows",
+    "Library/Services",
+    "Library/PreferencePanes",
+    "Library/QuickLook",
+    "Library/Spotlight",
+    "Library/Input Methods",
+    "Library/Internet Plug-Ins",
+    "Library/Application Support/Code/User",
+    "Library/Application Support/Code - Insiders/User",
+    "Library/Application Support/VSCodium/User",
+    "Library/Application Support/Cursor/User",
+    "Library/Application Support/Claude/claude_desktop_config.json",
+    "Library/Application Support/pip",
+    "Library/Application Support/pypoetry",
+    "Library/Application Support/nushell",
+    ".hammerspoon",
+    ".config/karabiner",
 )
 
 
