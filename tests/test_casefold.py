@@ -28,10 +28,12 @@ from typing import Any
 
 import pytest
 
+from cli.config.settings import parse_config
 from cli.fs import folding
 from cli.fs.paths import resolve_path
 from cli.loop.approval import NoOneToAsk, UnattendedApprover
 from cli.safety import sensitive
+from cli.safety.policy import Policy
 from tests.conftest import MakeAgent, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
@@ -45,6 +47,7 @@ KEY = (
 )
 NFC_E = unicodedata.normalize("NFC", "é")  # one code point
 NFD_E = unicodedata.normalize("NFD", "é")  # e and a combining accent
+ZWNJ = "\u200c"  # a code point HFS+ leaves out of names: `.g<ZWNJ>it` opens `.git` there
 
 
 def _fuse_missing() -> str | None:
@@ -198,6 +201,7 @@ def test_detection_says_the_mount_folds_and_names_entries_as_held(place: Path) -
     assert folding.folds(str(place / "Dir")) is True
     assert folding.on_disk(str(place / "DIR" / "NOTES.TXT")) == str(place / "Dir" / "notes.txt")
     assert folding.on_disk(str(place / f"CAF{NFD_E}")) == str(place / f"caf{NFC_E}")
+    assert folding.on_disk(str(place / f"D{ZWNJ}ir")) == str(place / "Dir")
     # Below the first missing component the spelling given is kept.
     assert folding.on_disk(str(place / "dir" / "New" / "X")) == str(place / "Dir" / "New" / "X")
     resolved = resolve_path(swap(place / "Dir" / "notes.txt"), "/", "/")
@@ -261,7 +265,7 @@ def ssh_key(home: Path) -> Path:
 def test_a_key_in_any_spelling_is_never_read(
     make_agent: MakeAgent, ollama: FakeOllama, home: Path, ssh_key: Path
 ) -> None:
-    spellings = ["~/.SSH/ID_RSA", "~/.Ssh/id_RSA", swap(ssh_key), f"{home}/.sSh/Id_Rsa"]
+    spellings = ["~/.SSH/ID_RSA", "~/.Ssh/id_RSA", swap(ssh_key), f"~/.s{ZWNJ}sh/id_rsa"]
     calls = [tool_call("read_file", {"path": p}) for p in spellings]
     calls += [
         tool_call("list_directory", {"path": "~/.SSH", "include_hidden": True}),
@@ -371,6 +375,29 @@ def test_a_state_dir_not_made_yet_is_blocked_in_any_spelling(
     assert not (workspace / "later" / "metona-agent").exists()
 
 
+def test_own_code_and_config_dirs_in_any_spelling_need_a_person(
+    workspace: Path, home: Path
+) -> None:
+    """Where the agent imports its code from (wiring.own_code_dirs) and where it loads its
+    config from: writes there need a person however the path is spelled on this disk."""
+    code = workspace / "env" / "lib"
+    code.mkdir(parents=True)
+    config_dir = workspace / "conf"
+    config_dir.mkdir()
+    policy = Policy(
+        parse_config("", "t.yaml").policy,
+        str(workspace),
+        str(home),
+        config_dirs=[str(config_dir)],
+        code_dirs=[str(code)],
+    )
+    for path in ("ENV/LIB/rich.py", f"Env/L{ZWNJ}ib/x.py", "CONF/config.yaml", "Conf"):
+        tool = "delete_file" if path == "Conf" else "write_file"
+        decision = policy.decide(tool, {"path": path, "content": ""})
+        assert decision.needs_human and not decision.standing_yes_ok, (path, decision)
+    assert not policy.decide("write_file", {"path": "ENV/notes.txt", "content": ""}).needs_human
+
+
 # -- blocked dirs ----------------------------------------------------------------------------
 
 
@@ -434,6 +461,7 @@ def test_execution_surfaces_in_another_spelling_are_not_written_unattended(
         ollama,
         [
             tool_call("write_file", {"path": ".GIT/hooks/pre-commit", "content": "evil"}),
+            tool_call("write_file", {"path": f".g{ZWNJ}it/hooks/post-checkout", "content": "x"}),
             tool_call(
                 "write_file",
                 {"path": "~/library/launchagents/evil.plist", "content": "<plist/>"},
@@ -441,7 +469,7 @@ def test_execution_surfaces_in_another_spelling_are_not_written_unattended(
         ],
         'policy: {allowed_dirs: [".", "~"]}\n',
     )
-    assert [r["success"] for r in got] == [False, False], got
+    assert [r["success"] for r in got] == [False, False, False], got
     assert os.listdir(workspace / ".git" / "hooks") == []
     assert os.listdir(home / "Library" / "LaunchAgents") == []
 
@@ -500,3 +528,6 @@ def test_lists_match_a_home_spelled_in_the_other_normal_form() -> None:
     assert classes.secrets.match_entry(f"/Users/jos{NFD_E.upper()}/.ssh")
     assert classes.surfaces.match(f"/Users/Jos{NFD_E}/Library/LaunchAgents/x.plist")
     assert not classes.secrets.match(f"/Users/Jos{NFD_E}/notes.txt")
+    # What HFS+ ignores in names, the lists ignore (git's `.g<ZWNJ>it` is `.git` there).
+    assert classes.surfaces.match(f"/Users/Jos{NFC_E}/src/.g{ZWNJ}it/config")
+    assert classes.secrets.match_entry(f"/Users/Jos{NFC_E}/.s{ZWNJ}sh")

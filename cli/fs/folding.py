@@ -22,19 +22,31 @@ from collections.abc import Iterable
 
 # How many entries of a directory `folds` looks at for a name that can tell.
 _PROBE_ENTRIES = 64
+# How many entries of another fold `_entry_name` stats for the same file (an alias).
+_ALIAS_ENTRIES = 10_000
+
+
+# Code points HFS+ leaves out when it compares names (git's list, in its is_hfs_dotgit): on
+# such a disk `.g\u200cit` opens `.git`.
+_IGNORED: dict[int, None] = dict.fromkeys(
+    [0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
 
 
 def fold(text: str) -> str:
-    """`text` with case and normalisation folded: equal for every spelling that a folding
-    directory takes for one name (`/`, which no name holds, is kept)."""
+    """`text` with case and normalisation folded, and the code points HFS+ ignores left
+    out: equal for every spelling that a folding directory takes for one name (`/`, which
+    no name holds, is kept)."""
     if text.isascii():
         return text.lower()
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
+    decomposed = unicodedata.normalize("NFD", text.translate(_IGNORED))
+    return unicodedata.normalize("NFC", decomposed.casefold())
 
 
 def nfc(text: str) -> str:
-    """`text` in normal form C (composed): for matching lists, which ignore normalisation."""
-    return text if text.isascii() else unicodedata.normalize("NFC", text)
+    """`text` as the lists match it, which ignore normalisation: in normal form C
+    (composed), without the code points HFS+ ignores."""
+    return text if text.isascii() else unicodedata.normalize("NFC", text.translate(_IGNORED))
 
 
 def _spellings(name: str) -> list[str]:
@@ -90,17 +102,19 @@ def _entry_name(directory: str, name: str, info: os.stat_result) -> str:
     """The name `directory` holds for the entry `name` found (`info`): `name` itself if
     listed, else the listed name of the same fold that is the same file."""
     key = fold(name)
-    candidates = []
+    candidates: list[str] = []
+    others: list[str] = []
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if entry.name == name:
                     return name
-                if fold(entry.name) == key:
-                    candidates.append(entry.name)
+                (candidates if fold(entry.name) == key else others).append(entry.name)
     except OSError:
         return name  # unlistable (execute-only): the spelling given is all there is
-    for candidate in candidates:
+    # Then any entry that is the same file: a disk may take other aliases (8.3 short names,
+    # trailing dots) for a name.
+    for candidate in (*candidates, *others[:_ALIAS_ENTRIES]):
         try:
             if _same(os.lstat(os.path.join(directory, candidate)), info):
                 return candidate

@@ -1,6 +1,7 @@
 """A FUSE passthrough that looks names up as macOS's APFS does: ignoring case and Unicode
 normalisation, keeping each name as it was created (`.SSH/ID_RSA` opens `.ssh/id_rsa`; the
-NFD spelling of `café` opens the NFC one; a new `Notes.TXT` is stored as `Notes.TXT`).
+NFD spelling of `café` opens the NFC one; a new `Notes.TXT` is stored as `Notes.TXT`), and
+as HFS+ does, leaving some invisible code points out (`.g\u200cit` opens `.git`).
 
     python tests/fakes/casefold_fs.py BACKING MOUNTPOINT
 
@@ -21,10 +22,17 @@ from typing import Any
 
 from fuse import FUSE, FuseOSError, Operations
 
+# What HFS+ leaves out of names when it compares them (git's list): `.g\u200cit` is `.git`.
+IGNORED = dict.fromkeys(
+    [0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
+
 
 def fold(name: str) -> str:
-    """The key under which two names are the same entry: case and normalisation folded."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", name).casefold())
+    """The key under which two names are the same entry: case and normalisation folded,
+    and the code points HFS+ ignores left out."""
+    decomposed = unicodedata.normalize("NFD", name.translate(IGNORED))
+    return unicodedata.normalize("NFC", decomposed.casefold())
 
 
 _STAT_KEYS = (
