@@ -11,6 +11,8 @@ import os
 import stat
 from dataclasses import dataclass
 
+from cli.fs.folding import on_disk
+
 MAX_PATH_CHARS = 4096  # PATH_MAX on Linux; longer strings are confusion, not paths
 
 
@@ -34,7 +36,9 @@ class ResolvedPath:
     given     what the model sent
     absolute  `~` expanded, joined to the working dir, `..` collapsed as text
     real      every symlink resolved (realpath); a part that does not exist yet is kept as is,
-              so a new file is the real path of its nearest existing parent plus its name
+              so a new file is the real path of its nearest existing parent plus its name;
+              each existing part spelled as the disk holds it (a case-insensitive disk
+              finds `.SSH` for `.ssh`: `real` says `.ssh`)
     entry     the real path of the parent plus the last name, the last symlink not followed:
               where the directory entry itself lives (what delete removes)
     file      the regular file at `real` when it was checked (None: missing or not a regular
@@ -81,9 +85,12 @@ def resolve_path(raw: str, cwd: str, home: str) -> ResolvedPath:
         absolute = "/" + absolute.lstrip("/")
     # realpath resolves `..` after a symlink the way the kernel does (from the link target),
     # which the textual `absolute` does not; both are checked.
-    real = os.path.realpath(joined)
+    # On a disk that ignores case or normalisation, `real` and `entry` name each existing
+    # component as the disk holds it (cli/fs/folding.py), so that lists and allowed dirs
+    # are compared with the entry itself, however the model spelled it.
+    real = on_disk(os.path.realpath(joined))
     parent, leaf = os.path.split(absolute)
-    entry = absolute if not leaf else os.path.join(os.path.realpath(parent), leaf)
+    entry = absolute if not leaf else on_disk(os.path.join(os.path.realpath(parent), leaf))
     return ResolvedPath(raw, absolute, real, entry, file_id(real))
 
 

@@ -25,6 +25,7 @@ from cli.config.settings import (
     PolicyConfig,
     is_mcp_name,
 )
+from cli.fs.folding import Places, on_disk
 from cli.fs.paths import PathError, ResolvedPath, expand_user, is_within, resolve_path, root_of
 from cli.safety import sensitive
 from cli.safety.secret_files import SecretFiles
@@ -155,18 +156,21 @@ class Policy:
         # The MCP servers' tools offered now, by our name → mcp__<server>__<tool> with the tool
         # as its server listed it (Agent.mcp_tools sets it).
         self.mcp_tools: Mapping[str, str] = {}
-        self.cwd = os.path.realpath(cwd)
+        # Every dir below is spelled as the disk holds it (on_disk), as resolve_path spells
+        # the paths compared with them: on a case-insensitive disk `~/Work` is `~/work`.
+        self.cwd = on_disk(os.path.realpath(cwd))
         self.allowed_dirs = tuple(
             dict.fromkeys(self._real(d) for d in config.allowed_dirs if d.strip())
         )
         # A blocked dir is checked both as written and with its symlinks resolved, so that
-        # neither /etc nor the /private/etc it may point to slips through.
+        # neither /etc nor the /private/etc it may point to slips through; where its disk
+        # ignores case, with case and normalisation folded too (cli/fs/folding.py Places).
         blocked: list[str] = []
         for d in (*config.blocked_dirs, *private_dirs):
             if d.strip():
                 blocked += [os.path.normpath(self._absolute(d)), self._real(d)]
-        self.blocked_dirs = tuple(dict.fromkeys(blocked))
-        self._blocked_set = frozenset(self.blocked_dirs)
+        self._blocked = Places(blocked)
+        self.blocked_dirs = self._blocked.dirs
         self.command_deny = tuple(re.compile(p, re.IGNORECASE) for p in config.commands.deny)
         # Both the file and, if the path given is a symlink, the link: deleting the link would
         # drop the config just as well.
@@ -175,7 +179,9 @@ class Policy:
             absolute = os.path.normpath(self._absolute(config_path))
             parent, name = os.path.split(absolute)
             entry = os.path.join(os.path.realpath(parent), name)
-            self.config_files = tuple(dict.fromkeys((os.path.realpath(absolute), entry)))
+            self.config_files = tuple(
+                dict.fromkeys((on_disk(os.path.realpath(absolute)), on_disk(entry)))
+            )
         if config_dirs is None:
             config_dirs = [os.path.join(home, ".config", APP_NAME)]
         agent_paths = [*self.config_files]
@@ -185,9 +191,10 @@ class Policy:
         # as under a dot-entry of the home (`dot_entry`), whatever the dir is called.
         self.xdg_homes = tuple(
             dict.fromkeys(
-                os.path.normpath(value)
+                spelled
                 for var, _ in sensitive.XDG_DIRS
                 if os.path.isabs(value := (xdg or {}).get(var, "")) and not is_within(home, value)
+                for spelled in (os.path.normpath(value), on_disk(os.path.normpath(value)))
             )
         )
         linked = [sensitive.literal(p) for p in _linked_dot_targets(home, self.xdg_homes)]
@@ -401,7 +408,7 @@ class Policy:
         return self._secret_files.find(device, inode)
 
     def blocked_dir(self, path: str) -> str | None:
-        return next((d for d in self.blocked_dirs if is_within(path, d)), None)
+        return self._blocked.holding(path)
 
     def hides(self, path: str) -> bool:
         """True for paths a walk (search, listing) must not open: blocked or sensitive."""
@@ -413,7 +420,7 @@ class Policy:
         only by a match that ends at its own name. The same answer as `hides` at a set lookup
         and one anchored regex per entry, instead of a containment check per blocked dir and
         a regex per path component (tests/test_policy.py compares the two)."""
-        return path in self._blocked_set or self.classes.secrets.match_entry(path)
+        return self._blocked.has(path) or self.classes.secrets.match_entry(path)
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -526,13 +533,13 @@ class Policy:
         return os.path.join(self.cwd, expand_user(path, self.home))
 
     def _real(self, path: str) -> str:
-        return os.path.realpath(self._absolute(path))
+        return on_disk(os.path.realpath(self._absolute(path)))
 
 
 def whole_trees(policy: Policy) -> list[str]:
     """The allowed dirs that hand the model a whole tree a person rarely means to: the file
     system's root, or the home directory (chat and run started there), each as a phrase."""
-    home = os.path.realpath(policy.home) if policy.home else ""
+    home = on_disk(os.path.realpath(policy.home)) if policy.home else ""
     found: list[str] = []
     for d in policy.allowed_dirs:
         if d == os.path.dirname(d):

@@ -17,11 +17,15 @@ agent config       every path this agent would load a config from, existing or n
 Each entry is a glob. One that starts with `/` or `~/` is anchored (that path and all
 below it); any other matches the trailing components of a path anywhere (`.aws/credentials`
 is `…/.aws/credentials` wherever it lies), and everything below a match. `*` and `?` stay
-within one component, `**` spans any number, `[…]` is a class. Matching ignores case
-(macOS and Windows file systems do). Users add entries in YAML (`policy.secrets`,
-`policy.execution_surfaces`); the defaults below cannot be switched off from there.
+within one component, `**` spans any number, `[…]` is a class. Matching ignores case and
+Unicode normalisation (macOS's and Windows' file systems do, and so may a Linux casefold
+dir or FUSE mount: `~/.SSH/ID_RSA` is `~/.ssh/id_rsa` there, and the NFD spelling of a name
+its NFC one), on every disk: a secret spelled otherwise on an exact disk is kept out too.
+Users add entries in YAML (`policy.secrets`, `policy.execution_surfaces`); the defaults
+below cannot be switched off from there.
 
-Pure: no I/O here but the $PATH entries the caller passes in.
+Pure: no I/O here but the $PATH entries the caller passes in and the home dir's spelling on
+disk (cli/fs/folding.py).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from cli.fs.folding import nfc, on_disk
 
 # Words that name a secret: in file names (`credentials`, `password`) and, for the audit
 # redactor, in flag and key names (`--password X`, `api_key=X`).
@@ -202,6 +208,32 @@ SECRETS = (
     ".fly",
     ".subversion/auth",
     "~/.circleci/cli.yml",
+    # macOS. Relative, so that another user's home (/Users/x/Library/…), the system's
+    # /Library/Keychains and a backup of a home match too. The keychains hold every saved
+    # password; cookies and HTTP storages log in as the user; the browsers' profiles hold
+    # cookies, saved passwords and tokens; then the password managers' own data.
+    "Library/Keychains",
+    "Library/Cookies",
+    "Library/HTTPStorages",
+    "Library/Safari",
+    "Library/Containers/com.apple.Safari",
+    "Library/Application Support/Google/Chrome",
+    "Library/Application Support/Google/Chrome Beta",
+    "Library/Application Support/Google/Chrome Canary",
+    "Library/Application Support/Chromium",
+    "Library/Application Support/BraveSoftware",
+    "Library/Application Support/Microsoft Edge",
+    "Library/Application Support/Arc",
+    "Library/Application Support/Vivaldi",
+    "Library/Application Support/com.operasoftware.Opera",
+    "Library/Application Support/Firefox",
+    "Library/Thunderbird",
+    "Library/Application Support/1Password",
+    "Library/Group Containers/2BUA8C4S2C.com.1password",
+    "Library/Containers/com.1password.1password",
+    "Library/Application Support/Bitwarden",
+    "Library/Containers/com.bitwarden.desktop",
+    "Library/Application Support/pypoetry/auth.toml",
 )
 
 # -- execution surfaces -------------------------------------------------------------------------
@@ -426,6 +458,43 @@ EXECUTION_SURFACES = (
     ".lintstagedrc*",
     ".simple-git-hooks*",
     ".overcommit.yml",
+    # macOS. launchd jobs and login items start programs at login or boot (~/Library and
+    # /Library alike: the entries are relative); Terminal's session restore sources
+    # ~/.zsh_sessions and ~/.bash_sessions, and a Terminal or iTerm2 profile runs its
+    # command; the user's site-packages run .pth files; plugins load into the system's
+    # services (Quick Look, Spotlight, input methods); folder actions and services run
+    # scripts; and editors, terminals and tools keep under ~/Library/Application Support
+    # what they keep under ~/.config on Linux. (~/.zshenv, ~/.zprofile, ~/.zlogin are above.)
+    "Library/LaunchAgents",
+    "Library/LaunchDaemons",
+    "Library/StartupItems",
+    "Library/Application Support/com.apple.backgroundtaskmanagementagent",
+    "Library/Preferences/com.apple.loginwindow.plist",
+    "Library/Preferences/com.apple.Terminal.plist",
+    "Library/Preferences/com.googlecode.iterm2.plist",
+    "Library/Application Support/iTerm2",
+    "Library/Application Support/com.mitchellh.ghostty",
+    ".zsh_sessions",
+    ".bash_sessions",
+    "~/Library/Python",
+    "Library/Scripts",
+    "Library/Workflows",
+    "Library/Services",
+    "Library/PreferencePanes",
+    "Library/QuickLook",
+    "Library/Spotlight",
+    "Library/Input Methods",
+    "Library/Internet Plug-Ins",
+    "Library/Application Support/Code/User",
+    "Library/Application Support/Code - Insiders/User",
+    "Library/Application Support/VSCodium/User",
+    "Library/Application Support/Cursor/User",
+    "Library/Application Support/Claude/claude_desktop_config.json",
+    "Library/Application Support/pip",
+    "Library/Application Support/pypoetry",
+    "Library/Application Support/nushell",
+    ".hammerspoon",
+    ".config/karabiner",
 )
 
 
@@ -642,12 +711,15 @@ class PathClass:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _compile(self) -> None:
-        anchored_parts, relative_parts, free_parts = [], [], [f"(?:{r})" for r in self.regexes]
+        # Paths are matched in normal form C (`match` normalises them), so the entries are.
+        regexes, homes = [nfc(r) for r in self.regexes], [nfc(h) for h in self.homes]
+        anchored_parts, relative_parts, free_parts = [], [], [f"(?:{r})" for r in regexes]
         single, nested, nested_globs = [], [], []
         span = 1
-        for glob in self.globs:
-            if anchored(glob, self.homes[0]) is not None:
-                anchored_parts += [entry_regex(glob, h) for h in self.homes]
+        globs = [nfc(g) for g in self.globs]
+        for glob in globs:
+            if anchored(glob, homes[0]) is not None:
+                anchored_parts += [entry_regex(glob, h) for h in homes]
             elif "**" in glob:
                 free_parts.append(entry_regex(glob, ""))
             else:
@@ -668,8 +740,8 @@ class PathClass:
         # For match_entry: anchored entries without wildcards as a set of paths (lowered:
         # matching ignores case), when every anchored entry is one; else None.
         roots: set[str] | None = set()
-        for glob in self.globs:
-            for home in self.homes:
+        for glob in globs:
+            for home in homes:
                 root = anchored(glob, home)
                 if root is not None and roots is not None:
                     plain = root.isascii() and not has_wildcards(root) and "\\" not in root
@@ -695,6 +767,7 @@ class PathClass:
 
     def match(self, path: str) -> bool:
         """True if `path` (absolute, or as the model wrote it) is in this class."""
+        path = nfc(path)
         if self._anchored.match(path) or self._free.search(path):
             return True
         return any(self._relative.match(path, start) for start in _starts(path))
@@ -704,6 +777,7 @@ class PathClass:
         not in the class: a match must then end at the last component, so only the last few
         component starts need trying, however deep the path (tests/test_path_classes.py
         compares it with `match`)."""
+        path = nfc(path)
         roots = self._anchored_roots
         if roots is None or not path.isascii():
             if self._anchored.match(path):
@@ -890,7 +964,8 @@ def build(
     """`agent_paths`: the agent's config dirs and file, absolute (matched literally). `env`:
     the XDG variables that move ~/.config and friends. `code_dirs`: where the agent's own
     Python code is imported from (absolute): execution surfaces, as $PATH's dirs are."""
-    homes = tuple(dict.fromkeys((os.path.normpath(home), os.path.realpath(home))))
+    real_home = os.path.realpath(home)
+    homes = tuple(dict.fromkeys((os.path.normpath(home), real_home, on_disk(real_home))))
     dirs = path_dirs(path_var)
     dirs += [f for d in code_dirs for f in (os.path.normpath(d), os.path.realpath(d))]
     surfaces = (*EXECUTION_SURFACES, *dict.fromkeys(dirs), *extra_surfaces)
