@@ -56,7 +56,7 @@ SYSTEM_TREES = (
     "/private/var/db/xcode_select_link",  # xcode-select's choice, read by /usr/bin/git
 )
 # Xcode's developer tools, which /usr/bin's shims (git, clang, python3) run.
-SYSTEM_REGEXES = (r"^/Applications/Xcode[^/]*\.app/Contents/Developer(/.*)?$",)
+SYSTEM_REGEXES = (r"^/Applications/Xcode[^/]*\.app/Contents/Developer(/|$)",)
 # Symlinks and dirs on the way to the above, whose metadata programs look at.
 SYSTEM_TRAVERSE = ("/etc", "/tmp", "/var", "/Applications", "/Users", "/Volumes")
 # Inside SYSTEM_TREES, what holds credentials or other programs' data: the system keychain,
@@ -248,7 +248,7 @@ def profile(grants: Grants) -> Profile:
             for spelling in spellings(path):
                 out.append(f"({'literal' if literal else 'subpath'} {p(spelling)})")
                 if grants.fold_case:
-                    tail = "$" if literal else "(/.*)?$"
+                    tail = "$" if literal else "(/|$)"
                     out.append(f"(regex {p('^' + fold_regex(spelling) + tail)})")
         return out
 
