@@ -385,10 +385,10 @@ def test_grants_come_from_the_same_view_and_scan_as_bubblewraps(tmp_path: Path) 
     assert g.writable == (str(ws),) and g.home == str(home)
     assert str(home / ".gitconfig") in g.readable
     assert {str(ws / ".git"), str(ws / ".github" / "workflows")} <= set(g.read_only)
-    for hidden in ("config/deploy.pem", "config/dev.sock"):
-        assert str(ws / hidden) in g.hidden
-    for hidden in (home / ".ssh", home / ".netrc", home / ".local" / "state" / "metona-agent"):
-        assert str(hidden) in g.hidden  # whether or not it exists
+    for name in ("config/deploy.pem", "config/dev.sock"):
+        assert str(ws / name) in g.hidden
+    for path in (home / ".ssh", home / ".netrc", home / ".local" / "state" / "metona-agent"):
+        assert str(path) in g.hidden  # whether or not it exists
     # A rename of config/ or .github/ would carry what they hold out of its rule.
     assert {str(ws / "config"), str(ws / ".github")} <= set(g.pinned)
     assert g.network is False
