@@ -498,3 +498,15 @@ def test_the_config_takes_seatbelt_for_commands_and_mcp_servers() -> None:
     assert config.policy.commands.sandbox == "seatbelt"
     assert config.mcp.servers["s"].sandbox == "seatbelt"
     assert SandboxSpec("seatbelt").mode == "seatbelt"
+
+
+def test_the_approval_card_says_a_command_runs_under_seatbelt() -> None:
+    from cli.ui.approve import Consequences
+
+    mac = Consequences(sandbox_mode="auto", available=("seatbelt",), platform="darwin")
+    assert mac.sandbox_line().plain == (
+        "  runs in macOS's Seatbelt sandbox: no network, writes only in the allowed dirs"
+    )
+    linux = Consequences(sandbox_mode="seatbelt", available=("bwrap",), platform="linux")
+    assert linux.sandbox_line().plain.startswith("  will not run: policy.commands.sandbox is")
+    assert "macOS" in linux.sandbox_line().plain
