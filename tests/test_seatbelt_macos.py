@@ -475,6 +475,32 @@ def test_the_agent_process_is_out_of_reach(mac: Mac) -> None:
     assert mac.run(f"ps -E -p {me} -o command=")["stdout"].strip() == ""
 
 
+def test_nothing_runs_outside_the_sandbox_on_its_behalf(mac: Mac) -> None:
+    """macOS's ways to have another process do it: a launchd job (run by launchd, outside
+    any sandbox), an app opened by Launch Services, an Apple event to the Finder, a
+    preference written by cfprefsd. Each must fail and leave no trace."""
+    label = f"com.metona-agent.test.{os.getpid()}"
+    victim = mac.outside / "by-proxy.txt"
+    try:
+        for command in (
+            f"launchctl submit -l {label} -- /usr/bin/touch {victim}",
+            "open -g -a TextEdit",
+            "osascript -e 'tell application \"Finder\" to get name of home'",
+            "defaults write com.metona-agent.test planted -bool true",
+        ):
+            assert mac.run(command)["success"] is False, command
+        listed = subprocess.run(["launchctl", "list", label], capture_output=True, check=False)
+        assert listed.returncode != 0, "a launchd job was made from inside the sandbox"
+        assert not victim.exists()
+        read = subprocess.run(
+            ["defaults", "read", "com.metona-agent.test", "planted"], capture_output=True
+        )
+        assert read.returncode != 0, "a preference was written from inside the sandbox"
+    finally:
+        subprocess.run(["launchctl", "remove", label], capture_output=True, check=False)
+        subprocess.run(["defaults", "delete", "com.metona-agent.test"], capture_output=True)
+
+
 @pytest.mark.parametrize("name", ["MY_API_TOKEN", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN"])
 def test_the_environment_holds_no_secrets(mac: Mac, name: str) -> None:
     result = mac.run("env", environ={name: MARK})
