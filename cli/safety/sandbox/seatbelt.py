@@ -55,8 +55,9 @@ SYSTEM_TREES = (
     "/private/var/select",  # /bin/sh runs the shell named by /private/var/select/sh
     "/private/var/db/xcode_select_link",  # xcode-select's choice, read by /usr/bin/git
 )
-# Xcode's developer tools, which /usr/bin's shims (git, clang, python3) run.
-SYSTEM_REGEXES = (r"^/Applications/Xcode[^/]*\.app/Contents/Developer(/|$)",)
+# Xcode (and Xcode-beta…), whose developer tools /usr/bin's shims (git, clang, python3) run
+# when it is the selected one; they load frameworks from the rest of its bundle.
+SYSTEM_REGEXES = (r"^/Applications/Xcode[^/]*\.app(/|$)",)
 # Symlinks and dirs on the way to the above, whose metadata programs look at.
 SYSTEM_TRAVERSE = ("/etc", "/tmp", "/var", "/Applications", "/Users", "/Volumes")
 # Inside SYSTEM_TREES, what holds credentials or other programs' data: the system keychain,
