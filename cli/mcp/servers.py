@@ -210,6 +210,7 @@ def _seatbelt(
     try:
         confined = sandbox.seatbelt_argv(spec, argv, env.get("PATH", ""), scratch, config.network)
     except sandbox.SandboxUnavailable as exc:
+        sandbox.cleanup(sandbox.Launch("seatbelt", [], {}, "/", "{}", scratch))
         raise McpError(f"sandbox: seatbelt: {exc}") from None
     return confined, (), inner
 
