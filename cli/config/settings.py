@@ -56,7 +56,7 @@ def tool_mode_for(setting: str, native: bool, any_tools: bool) -> str:
     return setting
 
 
-SANDBOX_MODES = ("auto", "bwrap", "landlock", "off")
+SANDBOX_MODES = ("auto", "bwrap", "landlock", "seatbelt", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
 # `think` as Ollama takes it besides true/false (api.ThinkValue); gpt-oss takes only these.
 THINK_LEVELS = ("low", "medium", "high", "max")
@@ -223,7 +223,7 @@ class McpServerConfig:
     timeout: float = _setting(60.0, minimum=1)
     startup_timeout: float = _setting(20.0, minimum=1)
     tools: McpToolsConfig = field(default_factory=McpToolsConfig)
-    sandbox: str = _setting("off", choices=("bwrap", "landlock", "off"))
+    sandbox: str = _setting("off", choices=("bwrap", "landlock", "seatbelt", "off"))
     network: bool = False
 
 

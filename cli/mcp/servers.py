@@ -149,8 +149,9 @@ def confined(
 ) -> tuple[list[str], tuple[int, ...], dict[str, str]]:
     """The argv that starts a stdio server as its `sandbox` says, and the descriptors it
     needs: bubblewrap as for run_command (the root read-only, the allowed dirs writable,
-    secrets hidden, private /tmp; no network unless `network: true`), or Landlock (writes
-    only beneath the allowed dirs; no sockets but AF_UNIX, so no `network`)."""
+    secrets hidden, private /tmp; no network unless `network: true`), Landlock (writes
+    only beneath the allowed dirs; no sockets but AF_UNIX, so no `network`), or Seatbelt on
+    macOS (run_command's profile; the network as `network` says)."""
     kind = config.sandbox
     if kind == "off":
         return argv, (), env
@@ -175,8 +176,12 @@ def confined(
         plan["landlock"] = None
         plan["seccomp"] = "memory"
         return _through_launcher(plan, [*_without_setenv(bwrap), program, *argv[1:]], inner)
+    if kind == "seatbelt":
+        return _seatbelt(config, [program, *argv[1:]], env, spec)
     if config.network:
-        raise McpError("network: true needs sandbox: bwrap (Landlock's filter allows no sockets)")
+        raise McpError(
+            "network: true needs sandbox: bwrap or seatbelt (Landlock's filter allows no sockets)"
+        )
     problem = sandbox.landlock_problem()
     if problem:
         raise McpError(f"sandbox: landlock cannot run here ({problem})")
@@ -189,6 +194,25 @@ def confined(
         "landlock": {"rules": sandbox.landlock_rules(spec, scratch, env.get("PATH", ""))},
     }
     return _through_launcher(plan, [program, *argv[1:]], inner)
+
+
+def _seatbelt(
+    config: McpServerConfig, argv: list[str], env: dict[str, str], spec: SandboxSpec
+) -> tuple[list[str], tuple[int, ...], dict[str, str]]:
+    """sandbox-exec with run_command's profile (macOS), the network as `network` says."""
+    from cli.safety.sandbox import launch as sandbox
+
+    problem = sandbox.seatbelt_problem()
+    if problem:
+        raise McpError(f"sandbox: seatbelt cannot run here ({problem})")
+    scratch = os.path.realpath(sandbox.scratch_dir("metona-agent-mcp-"))
+    inner = {**env, "TMPDIR": scratch}
+    try:
+        confined = sandbox.seatbelt_argv(spec, argv, env.get("PATH", ""), scratch, config.network)
+    except sandbox.SandboxUnavailable as exc:
+        sandbox.cleanup(sandbox.Launch("seatbelt", [], {}, "/", "{}", scratch))
+        raise McpError(f"sandbox: seatbelt: {exc}") from None
+    return confined, (), inner
 
 
 def _through_launcher(
@@ -229,8 +253,8 @@ class McpServers:
         sandbox: SandboxSpec | None = None,
         echo: Callable[[str, bytes], None] | None = None,
     ) -> None:
-        """`sandbox`: what a server with `sandbox: bwrap | landlock` is confined by — the
-        same spec as run_command's (writable: the allowed dirs; secrets hidden)."""
+        """`sandbox`: what a server with `sandbox: bwrap | landlock | seatbelt` is confined
+        by — the same spec as run_command's (writable: the allowed dirs; secrets hidden)."""
         self.environ = dict(environ)
         self.cwd = cwd
         self.log_dir = log_dir

@@ -58,11 +58,12 @@ class Consequences:
     sandbox_mode: str = "auto"  # policy.commands.sandbox
     undo: str = "/undo"  # how the user takes a change back here ("agent undo" in agent run)
     available: Collection[str] | None = None  # stands in for the machine's sandboxes (tests)
+    platform: str | None = None  # and for sys.platform (tests)
 
     def sandbox_line(self) -> Text:
         """The sandbox the command will actually run in, as `sandbox/launch.py` chooses it."""
         try:
-            kind = sandbox.choose(self.sandbox_mode, self.available)
+            kind = sandbox.choose(self.sandbox_mode, self.available, self.platform)
         except sandbox.SandboxUnavailable as exc:
             return Text(f"  will not run: {sanitize(str(exc))}", "yellow")
         if kind == "bwrap":
@@ -71,6 +72,10 @@ class Consequences:
             )
         if kind == "landlock":
             return Text("  runs under Landlock: no network, writes only in the allowed dirs")
+        if kind == "seatbelt":
+            return Text(
+                "  runs in macOS's Seatbelt sandbox: no network, writes only in the allowed dirs"
+            )
         return Text(
             "  runs unconfined (policy.commands.sandbox is off): no sandbox, network on", "yellow"
         )

@@ -18,8 +18,13 @@ landlock  for machines where bwrap cannot create namespaces (Ubuntu's AppArmor r
           (chmod, chown, xattrs) and new sessions or process groups. sandbox/landlock.py says
           why each is there. `.git` stays writable: Landlock cannot take back, beneath an
           allowed dir, what it granted there.
+seatbelt  macOS's sandbox (`sandbox-exec`), the only one there: the same view as a profile
+          (sandbox/seatbelt.py) that denies by default, reads the system and the view,
+          writes only the allowed dirs and a private temp dir, keeps surfaces read-only and
+          secrets, sockets and the network out of reach.
 
-If neither works, commands are refused unless the YAML says `policy.commands.sandbox: off`.
+`auto` is bwrap, else Landlock, on Linux and seatbelt on macOS. If none works, commands are
+refused unless the YAML says `policy.commands.sandbox: off`.
 """
 
 from __future__ import annotations
@@ -39,11 +44,13 @@ from pathlib import Path
 from cli.config.settings import SANDBOX_MODES, LimitsConfig
 from cli.fs.paths import expand_user, is_within
 from cli.safety import sensitive
+from cli.safety.sandbox import seatbelt
 
 # The child side of every sandboxed launch, started by path with `python -I -S`: it imports
 # nothing of `cli`, so it is found beside this module rather than imported.
 CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
-KINDS = ("bwrap", "landlock")  # in the order "auto" tries them
+KINDS = ("bwrap", "landlock")  # in the order "auto" tries them on Linux
+MACOS_KINDS = ("seatbelt",)  # and on macOS
 INSTALL_HINT = "install bubblewrap (`sudo apt-get install bubblewrap`)"
 
 # Cache and build-output dirs that the scan for secrets and execution surfaces inside the
@@ -148,7 +155,7 @@ class SandboxSpec:
     """What the sandbox is built from: `policy.commands.sandbox`, the policy's dirs and its
     classes of path (Policy.classes: the same lists the file tools obey)."""
 
-    mode: str = "auto"  # auto | bwrap | landlock | off
+    mode: str = "auto"  # auto | bwrap | landlock | seatbelt | off
     writable: tuple[str, ...] = ()  # Policy.allowed_dirs: absolute, symlinks resolved
     blocked: tuple[str, ...] = ()  # Policy.blocked_dirs
     home: str = ""  # whose secrets to hide; "" means ours
@@ -172,12 +179,12 @@ class SandboxSpec:
 class Launch:
     """One command, ready to start: `argv` runs under sandbox/landlock.py, which reads `plan`."""
 
-    kind: str  # bwrap | landlock | off
+    kind: str  # bwrap | landlock | seatbelt | off
     argv: list[str]
     env: dict[str, str]
     cwd: str
     plan: str  # JSON for cli/safety/sandbox/landlock.py
-    scratch: str | None = None  # a private temp dir (Landlock) to remove afterwards
+    scratch: str | None = None  # a private temp dir (Landlock, Seatbelt) to remove afterwards
 
 
 # -- what this machine offers -----------------------------------------------------------------
@@ -255,16 +262,60 @@ def landlock_problem() -> str | None:
     return None
 
 
-def choose(mode: str, available: Collection[str] | None = None) -> str:
-    """The sandbox a command runs in: "bwrap", "landlock" or "off"; SandboxUnavailable if
-    `mode` cannot be had. `available` replaces the machine's probes (tests)."""
+@functools.cache
+def seatbelt_problem() -> str | None:
+    """Why the Seatbelt sandbox cannot run here (None: it can). Probed once by running
+    /usr/bin/true under the profile of a bare spec, the way every command runs: a
+    sandbox-exec that is missing, or refuses (inside another sandbox, where a second
+    cannot be applied), or a profile this macOS does not take, shows only by trying."""
+    if _platform() != "darwin":
+        return f"Seatbelt is macOS's sandbox; this is {_platform()}"
+    if not os.access(seatbelt.SANDBOX_EXEC, os.X_OK):
+        return f"{seatbelt.SANDBOX_EXEC} is missing"
+    scratch = scratch_dir("metona-agent-probe-")
+    bare = SandboxSpec("seatbelt", home="/nonexistent-metona-agent-probe")
+    grants = seatbelt_grants(bare, "", scratch)
+    argv = seatbelt.profile(grants).argv(["/usr/bin/true"])
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=10, check=False, env={})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{seatbelt.SANDBOX_EXEC} does not run: {exc}"
+    finally:
+        cleanup(Launch("seatbelt", [], {}, "/", "{}", scratch))
+    if proc.returncode != 0:
+        lines = proc.stderr.decode(errors="replace").strip().splitlines()
+        return lines[0] if lines else f"sandbox-exec exited with status {proc.returncode}"
+    return None
+
+
+def _platform() -> str:
+    return sys.platform
+
+
+def choose(mode: str, available: Collection[str] | None = None, platform: str | None = None) -> str:
+    """The sandbox a command runs in: "bwrap", "landlock", "seatbelt" or "off";
+    SandboxUnavailable if `mode` cannot be had. `available` replaces the machine's probes
+    and `platform` sys.platform (tests)."""
     if mode == "off":
         return "off"
+    platform = platform or _platform()
+    if mode == "seatbelt" and platform != "darwin":
+        raise SandboxUnavailable(
+            f"policy.commands.sandbox is seatbelt, which is macOS's sandbox and not there on "
+            f"{platform}: set policy.commands.sandbox: auto (bubblewrap or Landlock)"
+        )
+    if mode in KINDS and platform == "darwin":
+        raise SandboxUnavailable(
+            f"policy.commands.sandbox is {mode}, which is Linux's; on macOS set "
+            "policy.commands.sandbox: seatbelt or auto"
+        )
     probes: Mapping[str, Callable[[], str | None]] = {
         "bwrap": bwrap_problem,
         "landlock": landlock_problem,
+        "seatbelt": seatbelt_problem,
     }
-    wanted = KINDS if mode == "auto" else (mode,)
+    auto = MACOS_KINDS if platform == "darwin" else KINDS
+    wanted = auto if mode == "auto" else (mode,)
     problems: dict[str, str] = {}
     for kind in wanted:
         if available is None:
@@ -274,10 +325,10 @@ def choose(mode: str, available: Collection[str] | None = None) -> str:
         if problem is None:
             return kind
         problems[kind] = problem
-    raise SandboxUnavailable(_refusal(mode, problems))
+    raise SandboxUnavailable(_refusal(mode, problems, platform))
 
 
-def _refusal(mode: str, problems: Mapping[str, str]) -> str:
+def _refusal(mode: str, problems: Mapping[str, str], platform: str = sys.platform) -> str:
     if mode == "bwrap":
         return (
             f"policy.commands.sandbox is bwrap, but bubblewrap cannot run here "
@@ -288,10 +339,16 @@ def _refusal(mode: str, problems: Mapping[str, str]) -> str:
             f"policy.commands.sandbox is landlock, but {problems['landlock']}: "
             "set policy.commands.sandbox: auto"
         )
-    if sys.platform != "linux":
+    if "seatbelt" in problems:
         return (
-            f"run_command's sandbox needs Linux (bubblewrap or Landlock); on {sys.platform} "
-            "set policy.commands.sandbox: off to run commands unconfined"
+            f"run_command needs a sandbox and macOS's cannot run here (sandbox-exec: "
+            f"{problems['seatbelt']}): set policy.commands.sandbox: off to run commands "
+            "unconfined"
+        )
+    if platform != "linux":
+        return (
+            f"run_command's sandbox needs Linux (bubblewrap or Landlock) or macOS (Seatbelt); "
+            f"on {platform} set policy.commands.sandbox: off to run commands unconfined"
         )
     return (
         f"run_command needs a sandbox and this machine has none (bubblewrap: "
@@ -821,6 +878,66 @@ def landlock_rules(spec: SandboxSpec, scratch: str, path_var: str = "") -> list[
     return rules + [(path, "write") for path in (*spec.writable, scratch)]
 
 
+def seatbelt_grants(
+    spec: SandboxSpec, path_var: str, tmp: str, network: bool = False
+) -> seatbelt.Grants:
+    """What a Seatbelt-confined command may do: bwrap's view, as paths for the profile
+    (sandbox/seatbelt.py). The same `view` is readable and the same `scan` of the writable
+    dirs finds what is hidden (secrets, sockets, a writable home's dot-entries), what stays
+    read-only (surfaces, the agent's config) with the dirs that hold it (pinned: a rename
+    would carry it out of its rule) and the dirs closed to new entries. Secrets named by
+    path and blocked dirs are denied whether or not they exist (a deny creates nothing, and
+    keeps them from being made); a missing surface in an allowed dir is denied by its path."""
+    home = spec.home or os.path.expanduser("~")
+    shown = view(spec, path_var)
+    places = {place for _, place in shown}
+    found = scan(spec, places)
+    lists = spec.lists
+    readable = [p for pair in shown for p in pair]
+    candidates = [*lists.secrets.anchored_paths(), *(expand_user(d, home) for d in spec.blocked)]
+    hidden = [*candidates, *(os.path.realpath(p) for p in candidates if os.path.lexists(p))]
+    hidden += [*found.masked, *masked_in_shown(spec)]
+    hidden = [p for p in dict.fromkeys(os.path.normpath(h) for h in hidden) if os.path.isabs(p)]
+    hidden = [h for h in hidden if _hideable(h) and not any(is_within(w, h) for w in spec.writable)]
+    anchored = [*lists.surfaces.anchored_paths(), *lists.agent_paths]
+    read_only = [*found.locked, *(p for p in places if _writable(spec, p))]
+    read_only += [os.path.normpath(p) for p in anchored if _writable(spec, os.path.normpath(p))]
+    inside = [m for m in found.masked if _writable(spec, m)]
+    pinned = [*found.pinned, *_ancestors(spec, inside)]
+    real_tmp = os.path.realpath(tmp)
+    folds = any(_folds_case(p) for p in (home, *spec.writable))
+    return seatbelt.Grants(
+        home=os.path.normpath(home) if os.path.isabs(home) else "/",
+        writable=tuple(spec.writable),
+        tmp=real_tmp,
+        readable=tuple(dict.fromkeys(readable)),
+        read_only=tuple(dict.fromkeys(read_only)),
+        pinned=tuple(dict.fromkeys(pinned)),
+        closed=tuple(dict.fromkeys(found.split)),
+        hidden=tuple(hidden),
+        network=network,
+        fold_case=folds,
+    )
+
+
+def _folds_case(path: str) -> bool:
+    """Does the volume holding `path` find a name whatever its case? Told by looking up the
+    last name of `path` (or of a dir above it) that has letters with their case swapped:
+    per volume, not per OS (macOS disks can be case-sensitive, Linux dirs casefolded)."""
+    here = _nearest_existing(os.path.normpath(path)) if os.path.isabs(path) else "/"
+    while here != "/":
+        name = os.path.basename(here)
+        if name.swapcase() != name:
+            try:
+                mine = os.lstat(here)
+                other = os.lstat(os.path.join(os.path.dirname(here), name.swapcase()))
+            except OSError:
+                return False
+            return (mine.st_dev, mine.st_ino) == (other.st_dev, other.st_ino)
+        here = os.path.dirname(here)
+    return _platform() == "darwin"  # no letters to try: macOS's default
+
+
 # -- launching ----------------------------------------------------------------------------
 
 
@@ -831,9 +948,11 @@ def prepare(
     env: Mapping[str, str],
     limits: LimitsConfig,
     available: Collection[str] | None = None,
+    platform: str | None = None,
 ) -> Launch:
-    """The launch of `/bin/sh -c command` in the sandbox `spec.mode` calls for."""
-    kind = choose(spec.mode, available)
+    """The launch of `/bin/sh -c command` in the sandbox `spec.mode` calls for (`available`
+    and `platform`: as for `choose`)."""
+    kind = choose(spec.mode, available, platform)
     shell = ["/bin/sh", "-c", command]
     plan: dict[str, object] = {
         "env": dict(env),
@@ -852,10 +971,56 @@ def prepare(
         plan["seccomp"] = "memory"
         return Launch(kind, argv, dict(env), cwd, json.dumps(plan))
     scratch = scratch_dir()
+    if kind == "seatbelt":
+        return _seatbelt_launch(spec, shell, cwd, env, plan, scratch)
     env = {**env, "TMPDIR": scratch, "XDG_CACHE_HOME": os.path.join(scratch, ".cache")}
     plan["env"] = env
     plan["landlock"] = {"rules": landlock_rules(spec, scratch, env.get("PATH", ""))}
     return Launch(kind, shell, env, cwd, json.dumps(plan), scratch)
+
+
+# What sandbox-exec's arguments may take (the profile and its parameters): macOS's argv and
+# environment share 1 MiB (kern.argmax).
+MAX_SEATBELT_ARGS = 512 * 1024
+
+
+def seatbelt_argv(
+    spec: SandboxSpec, command: list[str], path_var: str, scratch: str, network: bool = False
+) -> list[str]:
+    """`sandbox-exec -p PROFILE -D... -- command`, for the launch and for MCP servers."""
+    grants = seatbelt_grants(spec, path_var, scratch, network)
+    argv = seatbelt.profile(grants).argv(command)
+    if sum(len(a) + 1 for a in argv) > MAX_SEATBELT_ARGS:
+        raise SandboxUnavailable(
+            "run_command's Seatbelt profile for these dirs is larger than macOS lets a "
+            "command line be (many secrets or sockets in the allowed dirs): narrow "
+            "policy.allowed_dirs or policy.commands.read_only"
+        )
+    return argv
+
+
+def _seatbelt_launch(
+    spec: SandboxSpec,
+    shell: list[str],
+    cwd: str,
+    env: Mapping[str, str],
+    plan: dict[str, object],
+    scratch: str,
+) -> Launch:
+    """sandbox/landlock.py applies the limits (it needs no Linux for that), then execs
+    sandbox-exec, which applies the profile and execs the shell. Caches go to the private
+    temp dir: the home is read-only, and Go's (~/Library/Caches on macOS, whatever
+    XDG_CACHE_HOME says) must be writable for `go build` to run."""
+    tmp = os.path.realpath(scratch)
+    cache = os.path.join(tmp, ".cache")
+    env = {**env, "TMPDIR": tmp, "XDG_CACHE_HOME": cache, "GOCACHE": os.path.join(cache, "go")}
+    plan["env"] = env
+    try:
+        argv = seatbelt_argv(spec, shell, env.get("PATH", ""), tmp)
+    except SandboxUnavailable:
+        cleanup(Launch("seatbelt", [], {}, cwd, "{}", scratch))
+        raise
+    return Launch("seatbelt", argv, env, cwd, json.dumps(plan), scratch)
 
 
 def scratch_dir(prefix: str = "metona-agent-cmd-") -> str:
@@ -949,12 +1114,16 @@ def cleanup(launch: Launch) -> None:
 
 __all__ = [
     "KINDS",
+    "MACOS_KINDS",
     "Launch",
     "SandboxSpec",
     "SandboxUnavailable",
     "choose",
     "cleanup",
     "prepare",
+    "seatbelt_argv",
+    "seatbelt_grants",
+    "seatbelt_problem",
     "setup_failure",
     "spawn",
 ]
