@@ -48,4 +48,4 @@ e2e: install  ## a real model (SmolLM2-135M) behind llama-cpp-python's OpenAI-co
 	$(BIN)/python tests/e2e/run.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache build *.egg-info

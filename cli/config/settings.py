@@ -168,7 +168,7 @@ class LimitsConfig:
     max_command_output_bytes: int = _setting(100 * 1024, minimum=1)
     max_tool_calls_per_step: int = _setting(32, minimum=1)
     max_tool_result_chars: int = _setting(32_000, minimum=1000)
-    # How long one tool call may work before it is stopped, cleanly (cli/tools/base.py's
+    # How long one tool call may work before it is stopped, cleanly (cli/fs/deadline.py's
     # Deadline says where it is checked, and which calls have their own timeouts instead).
     tool_seconds: int = _setting(60, minimum=1)
     max_backup_bytes: int = _setting(256 * 1024 * 1024, minimum=0)

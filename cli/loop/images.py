@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 
 from cli.backends.messages import Message, ModelInfo, ToolCall
 from cli.backends.mime import image_type
+from cli.errors import ToolError
+from cli.fs import reading
 from cli.loop.events import ToolDecided, ToolResult
-from cli.tools import fsops, gate
-from cli.tools.base import ToolError
+from cli.tools import gate
 
 if TYPE_CHECKING:
     from cli.loop.agent import Agent
@@ -144,7 +145,7 @@ def _read(agent: Agent, decided: ToolDecided, path: str) -> Image:
     ctx = agent.context.started("read_file")
     real, shown = checked.real, ctx.show(checked.real)
     reads = gate.Reads(ctx, MAX_IMAGE_BYTES, under=real, asked=checked.file)
-    file = fsops.read(fsops.target(ctx, real, checked.file), reads.max_bytes, reads.hook(real))
+    file = reading.read(ctx.target(real, checked.file), reads.max_bytes, reads.hook(real))
     mime = image_type(file.data)
     if mime is None:
         raise ToolError(f"{shown} is not an image (PNG, JPEG, GIF, WebP or BMP)")

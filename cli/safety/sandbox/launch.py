@@ -932,7 +932,7 @@ def cleanup(launch: Launch) -> None:
     mount point."""
     if not launch.scratch:
         return
-    from cli.tools import trees  # here: cli.tools imports this module
+    from cli.fs import trees  # here: cli.tools imports this module
 
     parent, name = os.path.split(launch.scratch)
     try:
