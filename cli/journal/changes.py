@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from cli.backends.messages import JSONTooDeep, loads_json
 from cli.errors import StateCorrupt, Unrecorded
+from cli.fs import trees
 from cli.fs.stored import (
     MAX_JOURNAL_BYTES,
     MAX_NOTE_BYTES,
@@ -712,8 +713,6 @@ class ChangeStore:
 
     def _size(self, backup: str) -> int:
         """`measure`, or 0 for a backup that cannot be measured."""
-        from cli.fs import trees  # here: cli.tools imports this module
-
         try:
             return self.measure(backup)
         except (OSError, ValueError, trees.Refused):
@@ -723,8 +722,6 @@ class ChangeStore:
         """Bytes the backup holds now, as `Change.kept` measured them when it was recorded:
         files, links' own size; never across a mount, any depth. FileNotFoundError when it is
         gone; ValueError for a name not ours; OSError or trees.Refused when it cannot be."""
-        from cli.fs import trees
-
         with self._at(backup_parts(backup)) as (dir_fd, name):
             os.stat(name, dir_fd=dir_fd, follow_symlinks=False)  # a walk passes over it gone
             return trees.measure(dir_fd, name).bytes
@@ -732,8 +729,6 @@ class ChangeStore:
     def _drop(self, backup: str) -> None:
         """Remove a backup: a blob, or a delete's whole trash slot (deepest first, never
         through a link, and what a mount point in it holds stays untouched)."""
-        from cli.fs import trees
-
         slot = backup_parts(backup)[:2]  # blobs/NAME, or trash/SLOT: the slot goes with it
         with contextlib.suppress(FileNotFoundError, trees.Refused), self._at(slot) as (fd, name):
             trees.remove(fd, name, skip_mounts=True)

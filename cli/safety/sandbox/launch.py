@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli.config.settings import SANDBOX_MODES, LimitsConfig
+from cli.fs import trees
 from cli.fs.paths import expand_user, is_within
 from cli.safety import sensitive
 
@@ -932,8 +933,6 @@ def cleanup(launch: Launch) -> None:
     mount point."""
     if not launch.scratch:
         return
-    from cli.fs import trees  # here: cli.tools imports this module
-
     parent, name = os.path.split(launch.scratch)
     try:
         fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
