@@ -52,6 +52,29 @@ def test_the_import_rules_hold() -> None:
     assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in result.stdout
 
 
+def test_the_forbidden_rules_cover_every_layer() -> None:
+    """A layer added to the layers contract (which makes every package under cli/ have one)
+    must be added to the forbidden rules' lists too: each names every layer but its exceptions."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: import-linter brings tomli
+        import tomli as tomllib
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    layers = {
+        f"cli.{name.strip()}"
+        for layer in contracts["layers"]["layers"]
+        for name in layer.split("|")
+    }
+    assert set(contracts["ui-libraries"]["source_modules"]) == layers - {
+        "cli.app",
+        "cli.commands",
+        "cli.ui",
+    }
+    assert set(contracts["http"]["source_modules"]) == layers - {"cli.backends"}
+    assert set(contracts["main"]["forbidden_modules"]) == layers - {"cli.app"}
+
+
 def test_an_unchanged_copy_passes(copy: Path) -> None:
     """The control for the tests below: the copy alone is not what makes them fail."""
     result = lint_imports(copy)
