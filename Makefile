@@ -23,10 +23,11 @@ run: install  ## start an interactive session (make run ARGS="-m llama3.1")
 test: install lint  ## lint, then the whole test suite
 	$(BIN)/python -m pytest $(ARGS)
 
-lint: install  ## ruff (lint + format check) and mypy on cli/
+lint: install  ## ruff (lint + format check), mypy on cli/, the import rules (pyproject.toml)
 	$(BIN)/ruff check cli tests bench
 	$(BIN)/ruff format --check cli tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff check --fix cli tests bench
@@ -47,4 +48,4 @@ e2e: install  ## a real model (SmolLM2-135M) behind llama-cpp-python's OpenAI-co
 	$(BIN)/python tests/e2e/run.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache build *.egg-info

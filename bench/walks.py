@@ -3,7 +3,7 @@ against grep or find (and ripgrep), on the first tree; and the same on every tre
 scaling chart.
 
 Ours is the tool called in a worker as the agent calls it (bench/worker.py). The baselines
-prune what our walk prunes (cli/tools/walk.py): every hidden name (so `.git`) and the
+prune what our walk prunes (cli/fs/walk.py): every hidden name (so `.git`) and the
 dependency dirs (`node_modules`…). They run from the tree's parent on its bare name: grep
 matches `--exclude-dir=.*` against every suffix of a command-line path, and the cache's
 path holds `.cache`."""
@@ -19,8 +19,8 @@ from bench import fixtures
 from bench.context import Bench, child_env, find_rg, tool_config
 from bench.measure import Sample, failed, interleave, median, spawn, worker
 from bench.result import Result, ratio, skipped
+from cli.fs.walk import NOISE_DIRS
 from cli.tools.ripgrep import ENGINE_VARIABLE
-from cli.tools.walk import NOISE_DIRS
 
 # The dependency dirs our walk does not enter; hidden names are pruned as one pattern, `.*`.
 PRUNED = sorted(name for name in NOISE_DIRS if not name.startswith("."))

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from cli.loop.events import Event
     from cli.loop.images import Image
     from cli.loop.instructions import Instructions
-    from cli.records.audit import AuditLog
+    from cli.records.audit_events import AuditLog
     from cli.ui.stream_json import StreamJson
     from cli.ui.trace import LazyConsole, RunTrace
     from cli.wiring import Choices
@@ -536,7 +536,7 @@ def _drive(
     signals: RunSignals | None = None,
 ) -> int:
     from cli.loop.events import Notice
-    from cli.records.audit import audited, session_log
+    from cli.records.audit_events import audited, session_log
     from cli.ui.trace import RunRecord, RunTrace
 
     as_json = output == "json"
@@ -848,7 +848,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     from rich.markup import escape
 
     from cli.config.settings import data_dir, state_dir
-    from cli.records.audit import session_log
+    from cli.records.audit_events import session_log
     from cli.records.sessions import SessionStore
     from cli.ui.approve import ChatApprover, Consequences
     from cli.ui.keys import PromptKeys, TypeAhead

@@ -94,3 +94,14 @@ class ContextTooLong(OllamaError):
 class MessageTooLong(ContextTooLong):
     """One message that cannot fit the model's context whatever older history is left out
     (a huge piped prompt, a large attachment): refused before it is sent."""
+
+
+class ToolError(Exception):
+    """An expected failure (missing file, too large, …): becomes `{"success": false, ...}`.
+    `str(exc)` is what happened, in words for anyone; `hint`, what the model could do next
+    (`use list_directory`), goes to the model as the result's `hint` and is not shown to
+    the person (cli/loop/outcomes.py)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint

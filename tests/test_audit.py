@@ -31,19 +31,11 @@ from cli.loop.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.records.audit import (
-    GENESIS,
-    REDACTED,
-    AuditLog,
-    append_record,
-    audited,
-    default_path,
-    redact,
-    summarise_arguments,
-    verify,
-)
+from cli.records.audit import GENESIS, append_record, default_path, verify
+from cli.records.audit_events import AuditLog, audited, summarise_arguments
 from cli.records.sessions import SessionStore
 from cli.safety.policy import Decision
+from cli.safety.redaction import REDACTED, redact
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, make_prompt
 from cli.ui.keys import PromptKeys
@@ -380,7 +372,7 @@ def test_the_file_is_private(tmp_path: Path) -> None:
 _WRITER = """
 import sys, time
 from pathlib import Path
-from cli.records.audit import AuditLog
+from cli.records.audit_events import AuditLog
 from cli.loop.events import ToolDecided, ToolResult
 from cli.backends.messages import ToolCall
 from cli.safety.policy import Decision
@@ -835,7 +827,7 @@ def test_chat_warns_once_per_session_when_the_log_cannot_be_written(
 def test_the_audit_module_is_core(home: Path) -> None:
     """No UI library, and nothing written at import: the log appears on the first call."""
     code = (
-        "import sys, cli.records.audit\n"
+        "import sys, cli.records.audit, cli.records.audit_events, cli.safety.redaction\n"
         "ui = ('rich', 'prompt_toolkit', 'typer', 'click')\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ui)))\n"
     )

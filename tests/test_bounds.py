@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from cli.backends.messages import MAX_JSON_DEPTH, nests_deeper_than
+from cli.fs.walk import MAX_WALK_DEPTH
 from cli.loop.events import ToolResult
-from cli.tools.walk import MAX_WALK_DEPTH
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_http import serve
 from tests.fake_ollama import (

@@ -15,8 +15,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from cli.fs import writing
 from cli.journal.changes import ChangeStore
-from cli.tools import fsops
 from tests.conftest import REPO, MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
@@ -27,7 +27,7 @@ INTERRUPT_DELAYS = (0.0, 0.01, 0.03, 0.06)
 
 
 def temp_files(directory: Path) -> list[str]:
-    return [p.name for p in directory.iterdir() if p.name.startswith(fsops.TEMP_PREFIX)]
+    return [p.name for p in directory.iterdir() if p.name.startswith(writing.TEMP_PREFIX)]
 
 
 def writer(target: Path, store: Path, size: int, *extra: str) -> subprocess.Popen[str]:

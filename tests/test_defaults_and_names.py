@@ -18,7 +18,8 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from cli.config.settings import parse_config
-from cli.records.audit import AuditLog, default_path, new_session_id, verify
+from cli.records.audit import default_path, verify
+from cli.records.audit_events import AuditLog, new_session_id
 from cli.records.sessions import SessionStore
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import ChatCompleter, make_prompt

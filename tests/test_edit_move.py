@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from cli.errors import ToolError
+from cli.fs.renaming import rename
 from cli.loop.events import ToolDecided, ToolResult
-from cli.tools import fsops
-from cli.tools.base import ToolContext, ToolError
+from cli.tools.base import ToolContext
 from cli.tools.edits import EditFailed, plan_edit
-from cli.tools.moves import rename
 from tests.conftest import Harness, MakeAgent, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
@@ -469,8 +469,8 @@ def test_rename_never_replaces_what_appeared_at_the_destination(workspace: Path)
     (workspace / "a.txt").write_text("a\n")
     (workspace / "b.txt").write_text("someone's file\n")
     ctx = ToolContext(cwd=str(workspace), roots=(str(workspace),))
-    src = fsops.target(ctx, str(workspace / "a.txt"))
-    dst = fsops.target(ctx, str(workspace / "b.txt"))
+    src = ctx.target(str(workspace / "a.txt"))
+    dst = ctx.target(str(workspace / "b.txt"))
     with pytest.raises(ToolError, match="appeared meanwhile"):
         rename(src, dst)
     assert (workspace / "b.txt").read_text() == "someone's file\n"

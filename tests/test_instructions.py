@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from cli.config.settings import PolicyConfig
+from cli.fs import reach
 from cli.loop.instructions import END, HEADING, Instructions, load_instructions, work_tree_root
 from cli.safety.policy import Policy
-from cli.tools import fsops
 
 Load = Callable[..., Instructions]
 
@@ -415,12 +415,12 @@ def test_a_symlink_swapped_in_after_the_check_is_refused(
     secret = write(home / "plain" / "secret.txt", "swapped-in content\n")
     path = write(project / "AGENTS.md", "the checked file\n")
 
-    def swap(checked: str) -> None:  # fsops's hook: between the check and the open
+    def swap(checked: str) -> None:  # cli/fs/reach.py's hook: between the check and the open
         if checked == str(path):
             path.unlink()
             path.symlink_to(secret)
 
-    monkeypatch.setattr(fsops, "before_use", swap)
+    monkeypatch.setattr(reach, "before_use", swap)
     result = load(project)
     assert "swapped-in" not in result.text
     assert result.files == ()

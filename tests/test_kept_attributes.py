@@ -187,11 +187,11 @@ def test_what_a_move_replaced_comes_back_from_the_trash_as_it_was(
 
 AS_A_USER = """
 import json, os, sys
-from cli.tools import fsops
+from cli.fs import reach, writing
 root = sys.argv[1]
 for name in ("mine", "theirs"):
     path = os.path.join(root, name)
-    fsops.write(fsops.Target(path, root, name), b"new\\n")
+    writing.write(reach.Target(path, root, name), b"new\\n")
 print(json.dumps(os.getgroups()))
 """
 

@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 
 from cli.config.settings import Config, PolicyConfig, config_locations, parse_config
-from cli.errors import ConfigError
+from cli.errors import ConfigError, ToolError
 from cli.safety import sensitive
 from cli.safety.policy import Policy
 from cli.safety.sandbox.launch import SandboxSpec, ScanTooLarge, bwrap_problem, scan
 from cli.tools import ToolContext
-from cli.tools.base import ToolError
 from cli.tools.shell import run_command_in
 from tests.conftest import REPO, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call

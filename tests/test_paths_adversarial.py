@@ -3,7 +3,7 @@
 Real files, links, FIFOs and sockets in temp dirs; nothing of ours is mocked. Every test runs
 twice, once with openat2 resolving paths in the kernel and once with the O_NOFOLLOW component
 walk that stands in for it on older kernels (the `resolver` fixture). The race tests use
-`fsops.before_use`, called between the policy's check and the file operation, to swap a
+`reach.before_use`, called between the policy's check and the file operation, to swap a
 symlink in at exactly that moment.
 
 ADVERSARIAL_PATHS holds every hostile path string; one test sends each through all six file
@@ -26,9 +26,11 @@ import pytest
 
 from cli.backends.messages import ToolCall
 from cli.config.settings import PolicyConfig, parse_config
+from cli.errors import ToolError
+from cli.fs import reach, reading, writing
 from cli.loop.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
 from cli.safety.policy import Decision, Policy
-from cli.tools import ToolContext, ToolError, check_arguments, execute, fsops
+from cli.tools import ToolContext, check_arguments, execute
 from tests.conftest import without_blocking
 
 Result = dict[str, Any]
@@ -148,10 +150,10 @@ def remove_deep(top: Path) -> None:
 
 @pytest.fixture(params=["openat2", "walk"])
 def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways fsops reaches a path: the kernel's openat2, and the O_NOFOLLOW walk."""
-    if request.param == "openat2" and not fsops.openat2_available():
+    """Both ways cli/fs/reach.py reaches a path: the kernel's openat2, and the O_NOFOLLOW walk."""
+    if request.param == "openat2" and not reach.openat2_available():
         pytest.skip("this kernel does not offer openat2")
-    monkeypatch.setattr(fsops, "use_openat2", request.param == "openat2")
+    monkeypatch.setattr(reach, "use_openat2", request.param == "openat2")
     return str(request.param)
 
 
@@ -189,7 +191,7 @@ def swap(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], list
                 change()
             calls.append(path)
 
-        monkeypatch.setattr(fsops, "before_use", hook)
+        monkeypatch.setattr(reach, "before_use", hook)
         return calls
 
     return install
@@ -500,14 +502,14 @@ def test_race_dir_swapped_for_symlink_mid_walk_is_not_entered(
 ) -> None:
     (workspace / "sub").mkdir()
     (workspace / "sub" / "mine.txt").write_text("OUTSIDE? no, mine\n")
-    real_open_subdir = fsops.open_subdir
+    real_open_subdir = reach.open_subdir
 
     def swap_then_open(dir_fd: int, name: str) -> int | None:
         if name == "sub":  # listed as a directory, swapped before the walk enters it
             _swap_for_link(workspace / "sub", outside / "dir")()
         return real_open_subdir(dir_fd, name)
 
-    monkeypatch.setattr(fsops, "open_subdir", swap_then_open)
+    monkeypatch.setattr(reach, "open_subdir", swap_then_open)
     args = {"recursive": True} if tool == "list_directory" else {"query": "OUTSIDE"}
     result = agent.ok(tool, {"path": ".", **args})
     shown = json.dumps(result)
@@ -861,11 +863,11 @@ def test_proc_self_root_unblocked_reaches_only_the_resolved_path(
 
 def test_proc_files_are_capped_on_what_is_read_not_their_size(resolver: str) -> None:
     path = f"/proc/{os.getpid()}/status"  # not /proc/self: that is a symlink, never walked
-    status = fsops.Target(path, "/", "status")
+    status = reach.Target(path, "/", "status")
     assert os.stat(path).st_size == 0
     with pytest.raises(ToolError, match="too large"):
-        fsops.read(status, 16)
-    assert b"Name:" in fsops.read(status, 1 << 20).data
+        reading.read(status, 16)
+    assert b"Name:" in reading.read(status, 1 << 20).data
 
 
 # -- special files -------------------------------------------------------------------------
@@ -1102,7 +1104,7 @@ def test_order_sensitive_before_outside_before_protected(
 def test_openat2_is_used_when_the_kernel_has_it(
     agent: Agent, workspace: Path, resolver: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = fsops._openat2()
+    real = reach._openat2()
     calls: list[str] = []
 
     def counting(dir_fd: int, path: str, flags: int) -> int:
@@ -1110,7 +1112,7 @@ def test_openat2_is_used_when_the_kernel_has_it(
         assert real is not None
         return real(dir_fd, path, flags)
 
-    monkeypatch.setattr(fsops, "_openat2", lambda: counting)
+    monkeypatch.setattr(reach, "_openat2", lambda: counting)
     (workspace / "sub").mkdir()
     (workspace / "sub" / "f.txt").write_text("f\n")
     agent.ok("read_file", {"path": "sub/f.txt"})
@@ -1123,7 +1125,7 @@ def test_openat2_is_used_when_the_kernel_has_it(
 def test_a_kernel_without_openat2_falls_back_to_the_walk(
     agent: Agent, workspace: Path, outside: Path, swap: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fsops, "openat2_available", lambda: False)
+    monkeypatch.setattr(reach, "openat2_available", lambda: False)
     (workspace / "notes.txt").write_text("notes\n")
     assert agent.ok("read_file", {"path": "notes.txt"})["content"] == "notes\n"
     swap(_swap_for_link(workspace / "notes.txt", outside / "secret.txt"))
@@ -1153,14 +1155,14 @@ def test_root_of_is_the_innermost_allowed_dir(workspace: Path, home: Path) -> No
 
 def test_a_target_must_be_a_normalized_path_below_its_root() -> None:
     with pytest.raises(ValueError):
-        fsops.Target("/a/b", "/c", "b")
+        reach.Target("/a/b", "/c", "b")
     with pytest.raises(ValueError):
-        fsops.Target("/a/../b", "/", "b")
+        reach.Target("/a/../b", "/", "b")
     with pytest.raises(ValueError):
-        fsops.Target("relative", "/", "relative")
-    assert fsops.Target("/a/b", "/a", "b").parts == ("b",)
-    assert fsops.Target("/a", "/a", "a").parts == ()
-    assert fsops.Target("/a/b", "/", "b").parts == ("a", "b")
+        reach.Target("relative", "/", "relative")
+    assert reach.Target("/a/b", "/a", "b").parts == ("b",)
+    assert reach.Target("/a", "/a", "a").parts == ()
+    assert reach.Target("/a/b", "/", "b").parts == ("a", "b")
 
 
 def test_unchecked_paths_resolve_their_parent_and_never_follow_the_name(
@@ -1169,12 +1171,12 @@ def test_unchecked_paths_resolve_their_parent_and_never_follow_the_name(
     # Session files and the approval card's diff use these: a symlinked parent (a home dir on
     # another disk) is fine, a symlink as the file itself is not followed.
     (workspace / "state").symlink_to(outside / "dir")
-    assert fsops.atomic_write(str(workspace / "state" / "s.json"), b"{}") is True
+    assert writing.atomic_write(str(workspace / "state" / "s.json"), b"{}") is True
     assert (outside / "dir" / "s.json").read_bytes() == b"{}"
-    assert fsops.read_regular(str(workspace / "state" / "s.json"), "s", 100).data == b"{}"
+    assert reading.read_regular(str(workspace / "state" / "s.json"), "s", 100).data == b"{}"
     (workspace / "link.json").symlink_to(outside / "secret.txt")
     with pytest.raises(OSError):
-        fsops.atomic_write(str(workspace / "link.json"), b"PWNED")
+        writing.atomic_write(str(workspace / "link.json"), b"PWNED")
     with pytest.raises(ToolError, match="symlink"):
-        fsops.read_regular(str(workspace / "link.json"), "link.json", 100)
+        reading.read_regular(str(workspace / "link.json"), "link.json", 100)
     assert (outside / "secret.txt").read_text() == OUTSIDE_SECRET + "\n"

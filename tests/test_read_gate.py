@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from cli.config.settings import TOOL_NAMES, parse_config
+from cli.fs import reach
 from cli.loop.approval import NoOneToAsk, UnattendedApprover
 from cli.loop.events import ToolResult
-from cli.tools import ALL_TOOLS, fsops
+from cli.tools import ALL_TOOLS
 from cli.wiring import Choices, build_agent
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
@@ -326,7 +327,7 @@ def test_content_a_gate_refuses_never_reaches_the_model(
 @pytest.fixture
 def swap(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], None]:
     """Run `change` once, between the policy's check and the file operation (the race
-    window fsops.before_use marks)."""
+    window reach.before_use marks)."""
 
     def arm(change: Callable[[], None]) -> None:
         done: list[bool] = []
@@ -336,7 +337,7 @@ def swap(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], None
                 done.append(True)
                 change()
 
-        monkeypatch.setattr(fsops, "before_use", hook)
+        monkeypatch.setattr(reach, "before_use", hook)
 
     return arm
 

@@ -14,8 +14,10 @@ import pytest
 
 from cli.backends.messages import ToolCall
 from cli.loop.events import ToolDecided, ToolResult
-from cli.records.audit import REDACTED, AuditLog, default_path, redact, summarise_arguments
+from cli.records.audit import default_path
+from cli.records.audit_events import AuditLog, summarise_arguments
 from cli.safety.policy import Decision
+from cli.safety.redaction import REDACTED, redact
 from tests.conftest import RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 

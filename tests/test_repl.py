@@ -284,7 +284,8 @@ def test_save_load_and_history(make_chat: Any, ollama: FakeOllama) -> None:
 def test_at_path_reads_are_in_the_audit_log(
     make_chat: Any, ollama: FakeOllama, workspace: Path, tmp_path: Path
 ) -> None:
-    from cli.records.audit import AuditLog, verify
+    from cli.records.audit import verify
+    from cli.records.audit_events import AuditLog
 
     (workspace / "notes.md").write_text("x\n")
     ollama.enqueue(reply("ok"))

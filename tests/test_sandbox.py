@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from cli.config.settings import LimitsConfig, PolicyConfig
+from cli.errors import ToolError
 from cli.fs.paths import resolve_path
 from cli.safety.policy import Policy
 from cli.safety.sandbox.landlock import abi_version as landlock_abi
@@ -47,7 +48,7 @@ from cli.safety.sandbox.launch import (
     shown_trees,
     spawn,
 )
-from cli.tools import ToolContext, ToolError, execute
+from cli.tools import ToolContext, execute
 from cli.tools.shell import run_command_in
 
 Result = dict[str, Any]

@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from cli.config.settings import LimitsConfig, parse_config
+from cli.errors import ToolError
 from cli.fs.paths import resolve_path
 from cli.safety.policy import Policy
 from cli.tools import ripgrep
-from cli.tools.base import ToolContext, ToolError
+from cli.tools.base import ToolContext
 from cli.tools.definitions import SEARCH_FILES
 
 REAL_RG = ripgrep.find({"PATH": os.environ.get("PATH", "")})

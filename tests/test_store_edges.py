@@ -20,8 +20,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from cli.fs import reach
 from cli.journal.changes import Change, ChangeStore
-from cli.tools import fsops
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
@@ -280,7 +280,7 @@ def test_store_edges_a_file_that_grew_after_the_check_is_not_overwritten(
         if path == str(notes):
             notes.write_bytes(grown)
 
-    monkeypatch.setattr(fsops, "before_use", grow)
+    monkeypatch.setattr(reach, "before_use", grow)
     ollama.enqueue(
         reply(tool_calls=[tool_call("write_file", {"path": "notes.txt", "content": "new\n"})]),
         reply("ok"),
@@ -302,7 +302,7 @@ def test_store_edges_a_person_agrees_to_lose_only_the_file_they_were_shown(
         if path == str(big):
             big.write_bytes(other)
 
-    monkeypatch.setattr(fsops, "before_use", swap)
+    monkeypatch.setattr(reach, "before_use", swap)
     ollama.enqueue(
         reply(tool_calls=[tool_call("write_file", {"path": "big.txt", "content": "x"})]),
         reply("ok"),

@@ -30,10 +30,11 @@ from hypothesis import strategies as st
 
 from cli.backends.messages import ToolCall
 from cli.config.settings import ConfigError, parse_config
+from cli.fs.deadline import NO_DEADLINE, Deadline
 from cli.loop.agent import Agent
 from cli.loop.events import ToolResult
 from cli.tools import check_arguments, execute, ripgrep
-from cli.tools.base import NO_DEADLINE, Deadline, ToolContext
+from cli.tools.base import ToolContext
 from cli.tools.edits import (
     _FOLD,
     CUT_SHORT,

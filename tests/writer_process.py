@@ -16,8 +16,9 @@ import signal
 import sys
 from pathlib import Path
 
+from cli.errors import ToolError
+from cli.fs import reach, writing
 from cli.journal.changes import ChangeStore
-from cli.tools import fsops
 
 
 def main(argv: list[str]) -> int:
@@ -32,14 +33,14 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     store = ChangeStore(Path(store_dir))
-    target = fsops.Target(target_path, os.path.dirname(target_path), target_path)
+    target = reach.Target(target_path, os.path.dirname(target_path), target_path)
     print("ready", flush=True)
     round_ = 0
     while count is None or round_ < count:
         data = (b"a" if round_ % 2 == 0 else b"b") * size
         try:
-            fsops.write(target, data, pending=store.pending)
-        except fsops.ToolError as exc:
+            writing.write(target, data, pending=store.pending)
+        except ToolError as exc:
             print(f"error: {exc}", flush=True)
             return 1
         print("wrote", flush=True)

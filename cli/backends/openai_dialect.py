@@ -21,6 +21,7 @@ from cli.backends.messages import (
     loads_json,
     tool_call,
 )
+from cli.backends.mime import encoded_type
 from cli.errors import StreamError
 
 NS = 1_000_000_000
@@ -350,8 +351,6 @@ def first_choice(data: Any) -> dict[str, Any]:
 
 
 def _data_url(encoded: str) -> str:
-    from cli.loop.images import encoded_type
-
     return f"data:{encoded_type(encoded)};base64,{encoded}"
 
 

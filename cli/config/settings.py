@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_origin, get_type_hints
 
 from cli.errors import ConfigError
-from cli.safety import sensitive
+from cli.fs import globs
 
 if TYPE_CHECKING:
     import yaml  # imported where a file is parsed: a run without a config file never pays it
@@ -168,7 +168,7 @@ class LimitsConfig:
     max_command_output_bytes: int = _setting(100 * 1024, minimum=1)
     max_tool_calls_per_step: int = _setting(32, minimum=1)
     max_tool_result_chars: int = _setting(32_000, minimum=1000)
-    # How long one tool call may work before it is stopped, cleanly (cli/tools/base.py's
+    # How long one tool call may work before it is stopped, cleanly (cli/fs/deadline.py's
     # Deadline says where it is checked, and which calls have their own timeouts instead).
     tool_seconds: int = _setting(60, minimum=1)
     max_backup_bytes: int = _setting(256 * 1024 * 1024, minimum=0)
@@ -546,13 +546,13 @@ class _Builder:
             if meta.get("choices") and item not in meta["choices"] and not mcp:
                 raise self.fail(path, f"item {item!r} is not one of {', '.join(meta['choices'])}")
             if meta.get("glob"):
-                why = sensitive.invalid([item])
+                why = globs.invalid([item])
                 if why:
                     raise self.fail(path, f"item {item!r} {why[1]}")
             if meta.get("absolute") and not (item.startswith(("/", "~/")) or item == "~"):
                 raise self.fail(path, f"item {item!r} must be an absolute path or start with ~/")
-            if meta.get("name_glob") and sensitive.invalid_name(item):
-                raise self.fail(path, f"item {item!r} {sensitive.invalid_name(item)}")
+            if meta.get("name_glob") and globs.invalid_name(item):
+                raise self.fail(path, f"item {item!r} {globs.invalid_name(item)}")
             if meta.get("regex"):
                 try:
                     re.compile(item)

@@ -27,7 +27,7 @@ new change by the agent clears what could be redone. Every change carries its `t
 taken back, and brought back, in one step.
 
 Sizes are measured, and evicted backups removed, through directory fds at any depth, never
-following a symlink and never entering another mount (cli/tools/trees.py): a bind mount that
+following a symlink and never entering another mount (cli/fs/trees.py): a bind mount that
 ended up in the trash is someone's data, not ours to count or empty.
 """
 
@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from cli.backends.messages import JSONTooDeep, loads_json
 from cli.errors import StateCorrupt, Unrecorded
+from cli.fs import trees
 from cli.fs.stored import (
     MAX_JOURNAL_BYTES,
     MAX_NOTE_BYTES,
@@ -712,8 +713,6 @@ class ChangeStore:
 
     def _size(self, backup: str) -> int:
         """`measure`, or 0 for a backup that cannot be measured."""
-        from cli.tools import trees  # here: cli.tools imports this module
-
         try:
             return self.measure(backup)
         except (OSError, ValueError, trees.Refused):
@@ -723,8 +722,6 @@ class ChangeStore:
         """Bytes the backup holds now, as `Change.kept` measured them when it was recorded:
         files, links' own size; never across a mount, any depth. FileNotFoundError when it is
         gone; ValueError for a name not ours; OSError or trees.Refused when it cannot be."""
-        from cli.tools import trees
-
         with self._at(backup_parts(backup)) as (dir_fd, name):
             os.stat(name, dir_fd=dir_fd, follow_symlinks=False)  # a walk passes over it gone
             return trees.measure(dir_fd, name).bytes
@@ -732,8 +729,6 @@ class ChangeStore:
     def _drop(self, backup: str) -> None:
         """Remove a backup: a blob, or a delete's whole trash slot (deepest first, never
         through a link, and what a mount point in it holds stays untouched)."""
-        from cli.tools import trees
-
         slot = backup_parts(backup)[:2]  # blobs/NAME, or trash/SLOT: the slot goes with it
         with contextlib.suppress(FileNotFoundError, trees.Refused), self._at(slot) as (fd, name):
             trees.remove(fd, name, skip_mounts=True)
@@ -755,7 +750,7 @@ class ChangeStore:
 
 
 class Backup:
-    """fsops.write's `backup` callback: stores the old content in `store` just before it is
+    """writing.write's `backup` callback: stores the old content in `store` just before it is
     replaced, and remembers where (`name`; None if the write kept nothing)."""
 
     def __init__(self, store: ChangeStore) -> None:
@@ -769,9 +764,10 @@ class Backup:
 
 
 class Commit:
-    """fsops' `commit` hook: records the change `make` builds from the entry it acts on (and
-    the bytes its old content is kept in, None if not kept) before the step that makes it
-    (ChangeStore.committing), and remembers what it recorded (`change`; None until then)."""
+    """The file operations' `commit` hook (cli/fs/writing.py): records the change `make`
+    builds from the entry it acts on (and the bytes its old content is kept in, None if not
+    kept) before the step that makes it (ChangeStore.committing), and remembers what it
+    recorded (`change`; None until then)."""
 
     def __init__(
         self,
@@ -950,7 +946,7 @@ def _change(data: dict[str, Any]) -> Change:
     return Change(**fields)
 
 
-TEMP_PREFIX = ".metona-tmp."  # as cli.tools.fsops names temp files
+TEMP_PREFIX = ".metona-tmp."  # as cli/fs/writing.py names temp files
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from cli.errors import AgentError, Unrecorded
+from cli.errors import AgentError, ToolError, Unrecorded
+from cli.fs import delete, reach, reading, trashcan, trees, writing
 from cli.fs.paths import FileId
 from cli.journal.changes import (
     INVERSE,
@@ -40,8 +41,6 @@ from cli.journal.changes import (
     new_step,
     sha256,
 )
-from cli.tools import fsops, trees
-from cli.tools.base import ToolError
 
 FILE_LIMIT = 1 << 30  # reading a file back to compare or keep it; undo never refuses below
 
@@ -242,7 +241,7 @@ def plan_change(
     try:
         if change.backup is not None:
             store.backup_path(change)  # one of the store's own names, or refused
-        fsops.Target(change.path, "/", change.path)
+        reach.Target(change.path, "/", change.path)
     except ValueError:
         raise UndoError(
             f"change #{change.id} names a path or backup the agent never records (is the "
@@ -287,7 +286,7 @@ def apply(
     if undo.conflict and not overwrite:
         raise UndoError(f"{undo.conflict}; not undone (nothing overwritten)")
     change = undo.change
-    target = fsops.Target(change.path, "/", change.path)
+    target = reach.Target(change.path, "/", change.path)
     try:
         with store.as_turn(step or new_step("undo")):
             return _INVERT[change.action](store, change, target)
@@ -329,26 +328,26 @@ def _state(path: str) -> str | None:
     "dir:empty" for a directory holding nothing but directories (what a `mkdir -p` left,
     untouched since), "dir" for one that holds a file, a link or a mount point. Looked at
     through dir fds, at any depth, never following a link."""
-    target = fsops.Target(path, "/", path)
-    entry = fsops.inspect(target)
+    target = reach.Target(path, "/", path)
+    entry = reading.inspect(target)
     if entry is None:
         return None
     info = entry.info
     if stat.S_ISDIR(info.st_mode):
-        return "dir:empty" if fsops.first_non_directory(target) is None else "dir"
+        return "dir:empty" if reading.first_non_directory(target) is None else "dir"
     if not stat.S_ISREG(info.st_mode):
         return "other"
     if info.st_size > FILE_LIMIT:
         return "large"
     # The file as it is (hard links included: this only hashes it).
     seen = FileId(info.st_dev, info.st_ino, info.st_nlink)
-    return sha256(fsops.read(fsops.Target(path, "/", path, seen), FILE_LIMIT).data)
+    return sha256(reading.read(reach.Target(path, "/", path, seen), FILE_LIMIT).data)
 
 
 # -- the inverse of each action -----------------------------------------------------------------
 
 
-def _uncreate(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+def _uncreate(store: ChangeStore, change: Change, target: reach.Target) -> Change:
     """A created file (or a restored entry) goes to the trash; undoing that restores it."""
     slot = store.trash_slot()
     backup = store.relative(slot / os.path.basename(change.path))
@@ -359,11 +358,11 @@ def _uncreate(store: ChangeStore, change: Change, target: fsops.Target) -> Chang
         return recorded, Check("remove", change.path, identity(entry))
 
     commit = Commit(store, undo)
-    fsops.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT, commit=commit)
+    delete.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT, commit=commit)
     return _made(commit)
 
 
-def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+def _put_back(store: ChangeStore, change: Change, target: reach.Target) -> Change:
     """The content before the change comes back; what is there now is kept for a redo."""
     old = store.backup_bytes(change)
     # Checked again, the very bytes to be written (precheck looked before the step began).
@@ -386,8 +385,8 @@ def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Chang
 
     commit = Commit(store, undo)
     try:
-        # Over FILE_LIMIT what is there now could not be kept: fsops refuses, nothing lost.
-        fsops.write(
+        # Over FILE_LIMIT what is there now could not be kept: writing.write refuses, nothing lost.
+        writing.write(
             target, old, backup=backup, backup_limit=FILE_LIMIT, pending=store.pending,
             commit=commit,
         )  # fmt: skip
@@ -400,18 +399,18 @@ def _put_back(store: ChangeStore, change: Change, target: fsops.Target) -> Chang
     return _made(commit)
 
 
-def _restore(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+def _restore(store: ChangeStore, change: Change, target: reach.Target) -> Change:
     """A deleted entry comes back from the trash, where it was moved."""
     if _state(change.path) is not None:  # confirmed over a conflict: keep what is there
         _uncreate(store, Change("undo", "restore", change.path), target)
     source = store.backup_path(change)
     after = _state(str(source)) if change.kind == "file" else None  # what it will hold
     commit = _arriving(store, change, kind=change.kind, after=after)
-    fsops.move_back(target, str(source), change.kind, commit)
+    trashcan.move_back(target, str(source), change.kind, commit)
     return _made(commit)
 
 
-def _rmdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+def _rmdir(store: ChangeStore, change: Change, target: reach.Target) -> Change:
     """The directories a create_directory made go (to the trash: if a file appeared in them
     after the check, it is not lost)."""
     if _state(change.path) is None:
@@ -425,33 +424,33 @@ def _rmdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
         return recorded, Check("remove", change.path, identity(entry))
 
     commit = Commit(store, undo)
-    fsops.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT, commit=commit)
+    delete.remove(target, recursive=True, trash=str(slot), trash_limit=FILE_LIMIT, commit=commit)
     return _made(commit)
 
 
-def _mkdir(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+def _mkdir(store: ChangeStore, change: Change, target: reach.Target) -> Change:
     commit = _arriving(store, change, kind="directory")
     if change.backup is not None:
-        fsops.move_back(target, str(store.backup_path(change)), "directory", commit)
+        trashcan.move_back(target, str(store.backup_path(change)), "directory", commit)
     else:
         with commit(None, None):
-            fsops.make_dirs(target)
+            reach.make_dirs(target)
     return _made(commit)
 
 
-def _unmove(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
+def _unmove(store: ChangeStore, change: Change, target: reach.Target) -> Change:
     """The entry goes back where it came from, and what it replaced (if kept) comes back
     from the trash. Undoing that moves it again (over what came back: a conflict a person
     confirms, and what is there goes to the trash first)."""
-    from cli.tools.moves import rename  # the tools' own rename: never over an entry
+    from cli.fs.renaming import rename  # the tools' own rename: never over an entry
 
     if change.origin is None:
         raise UndoError(f"change #{change.id} does not say where the entry came from")
-    origin = fsops.Target(change.origin, "/", change.origin)
+    origin = reach.Target(change.origin, "/", change.origin)
     if _state(change.origin) is not None:
         # Confirmed over a conflict: what is there now is kept in the trash.
         _uncreate(store, Change("undo", "restore", change.origin), origin)
-    entry = fsops.inspect(target)
+    entry = reading.inspect(target)
     if entry is None:
         raise UndoError(f"{change.path} no longer exists; nothing to move back")
 
@@ -465,11 +464,11 @@ def _unmove(store: ChangeStore, change: Change, target: fsops.Target) -> Change:
         if change.backup and not change.evicted:
             kept = store.backup_path(change)
             kind = "symlink" if os.path.islink(kept) else "file"  # only these are replaced
-            fsops.move_back(target, str(kept), kind)
+            trashcan.move_back(target, str(kept), kind)
     return _made(commit)
 
 
-_INVERT: dict[str, Callable[[ChangeStore, Change, fsops.Target], Change]] = {
+_INVERT: dict[str, Callable[[ChangeStore, Change, reach.Target], Change]] = {
     "create": _uncreate,
     "restore": _uncreate,
     "overwrite": _put_back,

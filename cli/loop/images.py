@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cli.backends.messages import Message, ModelInfo, ToolCall
+from cli.backends.mime import image_type
+from cli.errors import ToolError
+from cli.fs import reading
 from cli.loop.events import ToolDecided, ToolResult
-from cli.tools import fsops, gate
-from cli.tools.base import ToolError
+from cli.tools import gate
 
 if TYPE_CHECKING:
     from cli.loop.agent import Agent
@@ -42,31 +44,6 @@ SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 def is_image_name(path: str) -> bool:
     """A name that says image: what `@path` and `-a` read as one (the bytes must agree)."""
     return path.lower().endswith(SUFFIXES)
-
-
-def image_type(data: bytes) -> str | None:
-    """The MIME type the first bytes say, or None for anything else."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    if data.startswith(b"BM"):
-        return "image/bmp"
-    return None
-
-
-def encoded_type(encoded: str) -> str:
-    """The MIME type of a base64 image (as a message's `images` hold them), for a data URL;
-    PNG when its first bytes say nothing we know."""
-    try:
-        head = base64.b64decode(encoded[:24] + "=" * (-len(encoded[:24]) % 4))
-    except ValueError:
-        return "image/png"
-    return image_type(head) or "image/png"
 
 
 def sees_images(info: ModelInfo) -> bool | None:
@@ -168,7 +145,7 @@ def _read(agent: Agent, decided: ToolDecided, path: str) -> Image:
     ctx = agent.context.started("read_file")
     real, shown = checked.real, ctx.show(checked.real)
     reads = gate.Reads(ctx, MAX_IMAGE_BYTES, under=real, asked=checked.file)
-    file = fsops.read(fsops.target(ctx, real, checked.file), reads.max_bytes, reads.hook(real))
+    file = reading.read(ctx.target(real, checked.file), reads.max_bytes, reads.hook(real))
     mime = image_type(file.data)
     if mime is None:
         raise ToolError(f"{shown} is not an image (PNG, JPEG, GIF, WebP or BMP)")

@@ -20,7 +20,7 @@ them is held to the same rules as the file tools:
 - a project file that is a symlink must lead to a file inside the same work tree (outside one:
   inside the working dir); the personal file may lead anywhere (dotfile managers link it),
   the hides check still applies;
-- the file is then read at its resolved path through `fsops.parent_dir` (every directory
+- the file is then read at its resolved path through `reach.parent_dir` (every directory
   opened without following a symlink, so one swapped in after the check is refused) and
   opened O_NOFOLLOW | O_NONBLOCK after an lstat that refuses all but regular files: a FIFO
   never blocks, a device is never opened;
@@ -54,9 +54,9 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cli.errors import ToolError
+from cli.fs import reach, wording
 from cli.fs.paths import is_within
-from cli.tools import fsops
-from cli.tools.base import ToolError
 
 NAMES = ("AGENTS.md", "CLAUDE.md")  # in order of preference, one file per directory
 HEADING = "[Project instructions]"
@@ -239,7 +239,7 @@ def _read(real: str, shown: str, limit: int, *, one_name: bool) -> tuple[bytes, 
     """At most `limit` bytes of the regular file at `real`, reached and opened without
     following a symlink, and its size as fstat says. `one_name`: refuse a file with hard links.
     Raises ToolError."""
-    with fsops.parent_dir(fsops.Target(real, "/", shown)) as (dir_fd, name):
+    with reach.parent_dir(reach.Target(real, "/", shown)) as (dir_fd, name):
         # lstat first: opening a device can act, and a FIFO must not be opened at all.
         _require_regular(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
         fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
@@ -268,7 +268,7 @@ def _require_regular(mode: int, shown: str) -> None:
     if stat.S_ISLNK(mode):  # realpath resolved every link: one appeared since
         raise ToolError(f"{shown} changed while being read (a symlink appeared)")
     if not stat.S_ISREG(mode):
-        raise ToolError(f"it is {fsops.describe_kind(mode)}, not a regular file")
+        raise ToolError(f"it is {wording.describe_kind(mode)}, not a regular file")
 
 
 def _clean(data: bytes, whole: bool) -> str:

@@ -26,8 +26,8 @@ from cli.backends.messages import MAX_JSON_DEPTH
 from cli.config.settings import McpServerConfig, parse_config
 from cli.errors import ConfigError, UsageError
 from cli.fs.stored import MAX_CONFIG_BYTES, Unreadable, parse_json, read_capped
-from cli.records.audit import REDACTED, redact
 from cli.safety import sensitive
+from cli.safety.redaction import REDACTED, redact
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")

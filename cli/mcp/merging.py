@@ -245,8 +245,8 @@ def read_config_text(path: str) -> str:
 def write_config(path: str, text: str) -> None:
     """Atomically, over the file a symlink names (the link stays), its mode kept; a new file
     is private (0600), in a directory made if missing."""
-    from cli.tools import fsops
+    from cli.fs import writing
 
     real = os.path.realpath(path)
     Path(real).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fsops.atomic_write(real, text.encode("utf-8"), new_mode=0o600)
+    writing.atomic_write(real, text.encode("utf-8"), new_mode=0o600)

@@ -29,7 +29,7 @@ from cli.config.settings import MCP_PREFIX, McpServerConfig
 from cli.mcp import protocol
 from cli.mcp.client import Client
 from cli.mcp.protocol import McpError
-from cli.mcp.transport import Http, Stdio, Transport
+from cli.mcp.transport import Http, Stdio, Transport, new_session
 from cli.safety.sandbox.launch import SandboxSpec
 from cli.tools.base import Runner, Tool
 
@@ -355,9 +355,7 @@ class McpServers:
         config = server.config
         transport: Transport
         if config.url:
-            import requests
-
-            session = self._http_session() if self._http_session else requests.Session()
+            session = self._http_session() if self._http_session else new_session()
             session.trust_env = False  # no proxy of ours in between
             filled = server.filled
             headers = {k: expand(v, self.environ, filled) for k, v in config.headers.items()}

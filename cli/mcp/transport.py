@@ -308,6 +308,12 @@ class Stdio(Transport):
                 pass
 
 
+def new_session() -> requests.Session:
+    """A fresh HTTP session for one server (this module is the one place outside
+    cli/backends that imports requests)."""
+    return requests.Session()
+
+
 class Http(Transport):
     """Streamable HTTP: each message POSTed to `url`; the answer is JSON or an event stream
     whose `message` events carry the response (and whatever the server sends first). The

@@ -22,8 +22,8 @@ from typing import Any
 from cli.backends.messages import Message, loads_json
 from cli.errors import UsageError
 from cli.fs.stored import MAX_SESSION_BYTES, Unreadable, parse_json, read_capped, size_text
+from cli.fs.writing import atomic_write
 from cli.loop.outcomes import INTERRUPTED_ERROR
-from cli.tools.fsops import atomic_write
 
 FORMAT_VERSION = 1
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

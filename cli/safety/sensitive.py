@@ -33,11 +33,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cli.fs.folding import nfc, on_disk
+from cli.fs.globs import glob_regex, has_wildcards
 
 # Words that name a secret: in file names (`credentials`, `password`) and, for the audit
 # redactor, in flag and key names (`--password X`, `api_key=X`).
@@ -529,25 +530,6 @@ PLAIN_DOTFILES = (
 )
 
 
-def invalid_name(glob: str) -> str | None:
-    """Why `glob` cannot be a `policy.plain_dotfiles` entry (None: it can)."""
-    if not glob.strip() or glob != glob.strip() or "\x00" in glob:
-        return "is empty, has surrounding spaces or holds a NUL byte"
-    if "/" in glob:
-        return "must be one file name, without a /"
-    if glob.strip("*?.") == "":
-        return "would make every dotfile plain data; name the files"
-    broad = re.compile(_glob_regex(glob) + "$", re.IGNORECASE)
-    if any(broad.match(probe) for probe in _CONFIG_PROBES):
-        return "matches files that configure programs (.bashrc, .pdbrc…); name the files"
-    return None
-
-
-# Dotfiles that run code, and made-up names: a plain_dotfiles glob that matches one of these
-# is too broad (`.[!.]*`, `[.]*` would make every dotfile plain data).
-_CONFIG_PROBES = (".bashrc", ".pdbrc", ".lesskey", ".profile", ".npmrc", ".zq", ".a1-b2_c3")
-
-
 class PlainNames:
     """The plain-data dotfiles: the built-in names and the user's globs, case ignored (on a
     case-insensitive disk `.GITIGNORE` is `.gitignore`)."""
@@ -556,7 +538,7 @@ class PlainNames:
         self._exact = frozenset(
             n.lower() for n in (*PLAIN_DOTFILES, *extra) if not has_wildcards(n)
         )
-        globs = [_glob_regex(g) for g in extra if has_wildcards(g)]
+        globs = [glob_regex(g) for g in extra if has_wildcards(g)]
         self._globs = re.compile("(?:" + "|".join(globs) + ")$", re.IGNORECASE) if globs else None
 
     def __call__(self, name: str) -> bool:
@@ -592,41 +574,6 @@ def dot_component(path: str, root: str, plain: Callable[[str], bool]) -> str | N
 # -- matching -----------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=4096)  # a policy's entries repeat in several matchers
-def _glob_regex(glob: str) -> str:
-    """A glob as a regex body: `*` and `?` within a component, `**` across them."""
-    out: list[str] = []
-    i = 0
-    while i < len(glob):
-        c = glob[i]
-        if glob.startswith("**/", i):
-            out.append("(?:[^/]*/)*")
-            i += 3
-            continue
-        if glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = glob.find("]", i + 1)
-            if end < 0:
-                out.append(re.escape(c))
-            else:
-                body = glob[i + 1 : end].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"(?!/)[{body}]")  # a class, like `?`, stays within a component
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
 def literal(path: str) -> str:
     """An absolute path as an entry that matches it literally: each glob character in a
     class of its own (`[*]`)."""
@@ -642,38 +589,12 @@ def anchored(glob: str, home: str) -> str | None:
     return None
 
 
-def has_wildcards(glob: str) -> bool:
-    return any(c in glob for c in "*?[")
-
-
 def entry_regex(glob: str, home: str) -> str:
     """The regex an entry matches on absolute paths: the path itself and all below it."""
     root = anchored(glob, home)
     if root is not None:
-        return "^" + _glob_regex(root) + "(?:/|$)"
-    return "(?:^|/)" + _glob_regex(glob.strip("/")) + "(?:/|$)"
-
-
-def _check(glob: str) -> str | None:
-    """Why `glob` cannot be an entry (None: it can)."""
-    if not glob.strip() or glob != glob.strip():
-        return "is empty or has surrounding spaces"
-    if "\x00" in glob:
-        return "holds a NUL byte"
-    if glob.startswith("~") and not glob.startswith("~/"):
-        return "must start with ~/ (another user's ~name is not supported)"
-    if glob.strip("/*") == "":
-        return "matches everything"
-    return None
-
-
-def invalid(globs: Iterable[str]) -> tuple[str, str] | None:
-    """The first entry that is not a usable glob, with why: for the config's errors."""
-    for glob in globs:
-        why = _check(glob)
-        if why:
-            return glob, why
-    return None
+        return "^" + glob_regex(root) + "(?:/|$)"
+    return "(?:^|/)" + glob_regex(glob.strip("/")) + "(?:/|$)"
 
 
 @dataclass(frozen=True)
@@ -724,9 +645,9 @@ class PathClass:
                 free_parts.append(entry_regex(glob, ""))
             else:
                 body = glob.strip("/")
-                relative_parts.append(_glob_regex(body))
+                relative_parts.append(glob_regex(body))
                 if "/" in body:
-                    nested.append(_glob_regex(body))
+                    nested.append(glob_regex(body))
                     nested_globs.append(body)
                     span = max(span, body.count("/") + 1)
                 else:
@@ -853,10 +774,10 @@ class _NameTest:
                 other.append(glob)
         self._exact = frozenset(exact)
         self._prefixes, self._suffixes, self._parts = tuple(prefixes), tuple(suffixes), parts
-        alternatives = "|".join(dict.fromkeys(_glob_regex(g) for g in other)) or "(?!)"
+        alternatives = "|".join(dict.fromkeys(glob_regex(g) for g in other)) or "(?!)"
         self._other = re.compile(f"(?:{alternatives})$", re.IGNORECASE)
         self._other_literals = _literals(other) if other else ()
-        everything = "|".join(dict.fromkeys(_glob_regex(g) for g in globs)) or "(?!)"
+        everything = "|".join(dict.fromkeys(glob_regex(g) for g in globs)) or "(?!)"
         self._all = re.compile(f"(?:{everything})$", re.IGNORECASE)
 
     def matches(self, path: str, start: int) -> bool:
@@ -993,8 +914,6 @@ __all__ = [
     "build",
     "dot_component",
     "home_dot_entry",
-    "invalid",
-    "invalid_name",
     "literal",
     "names_secret",
     "path_dirs",

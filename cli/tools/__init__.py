@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from cli.config.settings import TOOL_NAMES
+from cli.errors import ToolError
 from cli.fs.paths import ResolvedPath
-from cli.tools.base import Result, Tool, ToolContext, ToolError, failure
+from cli.tools.base import Result, Tool, ToolContext, failure
 from cli.tools.definitions import (
     CREATE_DIRECTORY,
     DELETE_FILE,
@@ -54,7 +55,7 @@ def run_tool(
     paths: Mapping[str, ResolvedPath],
 ) -> Result:
     """Run a tool under a deadline of its own (policy.limits.tool_seconds from now: see
-    base.Deadline); an expected failure, running out of time included, becomes
+    cli/fs/deadline.py); an expected failure, running out of time included, becomes
     `{"success": false, "error": ...}`."""
     try:
         return tool.run(ctx.started(tool.name), arguments, paths)
@@ -78,7 +79,6 @@ __all__ = [
     "SchemaError",
     "Tool",
     "ToolContext",
-    "ToolError",
     "check_arguments",
     "execute",
     "run_tool",

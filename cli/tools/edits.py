@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from cli.tools.base import NO_DEADLINE, Deadline
+from cli.fs.deadline import NO_DEADLINE, Deadline
 
 # One character for one: a match found in the folded text has the same offsets in the file.
 _FOLD = str.maketrans(

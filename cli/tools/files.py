@@ -8,13 +8,14 @@ import stat
 from collections.abc import Mapping
 from typing import Any
 
-from cli.errors import Unrecorded
+from cli.errors import ToolError, Unrecorded
+from cli.fs import delete, reach, reading, removal, wording, writing
+from cli.fs.fingerprint import Fingerprint
 from cli.fs.paths import ResolvedPath
 from cli.journal.changes import Backup, Change, Check, Commit, identity, sha256
-from cli.tools import fsops, gate
-from cli.tools.base import Result, ToolContext, ToolError
+from cli.tools import gate
+from cli.tools.base import Result, ToolContext
 from cli.tools.edits import Edit, EditFailed, plan_edit
-from cli.tools.memory import Fingerprint
 from cli.tools.unchanged import same, unchanged_result
 
 # -- read_file -------------------------------------------------------------------------------
@@ -35,7 +36,7 @@ def read_file(
     if start is not None and end is not None and end < start:
         raise ToolError(f"end_line ({end}) is before start_line ({start})")
     reads = gate.Reads(ctx, ctx.limits.max_read_bytes, under=path, asked=checked.file)
-    file = fsops.read(fsops.target(ctx, path, checked.file), reads.max_bytes, reads.hook(path))
+    file = reading.read(ctx.target(path, checked.file), reads.max_bytes, reads.hook(path))
     ctx.memory.remember(path, file.fingerprint)
     if encoding == "base64":
         return {
@@ -48,7 +49,7 @@ def read_file(
             "truncated": False,
             "line_range": None,
         }
-    if fsops.is_binary(file.data):
+    if reading.is_binary(file.data):
         raise ToolError(
             f"{shown} is a binary file", hint="read it with encoding 'base64' if you must"
         )
@@ -128,7 +129,7 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
     file holds already is no change: nothing written or recorded (cli/tools/unchanged.py)."""
     path = checked.real  # a symlink inside the allowed dirs is written through, not replaced
     if len(data) > ctx.limits.max_write_bytes:
-        raise fsops.too_large("content", len(data), ctx.limits.max_write_bytes)
+        raise wording.too_large("content", len(data), ctx.limits.max_write_bytes)
     try:
         seen = same(ctx, checked, data)
     except (ToolError, OSError):
@@ -154,8 +155,8 @@ def _store(ctx: ToolContext, checked: ResolvedPath, data: bytes, tool: str) -> R
 
     commit = Commit(store, change_of) if store else None
     try:
-        written = fsops.write(
-            fsops.target(ctx, path, checked.file),
+        written = writing.write(
+            ctx.target(path, checked.file),
             data,
             expect=ctx.memory.expected(path),
             backup=backup,
@@ -253,13 +254,13 @@ def _current_text(ctx: ToolContext, checked: ResolvedPath, seen: Fingerprint) ->
     shown = ctx.show(path)
     # Its lines may be quoted back (the most similar ones, when old_string is not found).
     reads = gate.Reads(ctx, ctx.limits.max_write_bytes, under=path, asked=checked.file)
-    file = fsops.read(fsops.target(ctx, path, checked.file), reads.max_bytes, reads.hook(path))
+    file = reading.read(ctx.target(path, checked.file), reads.max_bytes, reads.hook(path))
     if file.fingerprint != seen:
-        raise fsops.Conflict(
+        raise writing.Conflict(
             f"{shown} changed on disk since it was last read (someone else edited it)",
             hint="read_file it again and base your edit on what it holds now",
         )
-    if fsops.is_binary(file.data):
+    if reading.is_binary(file.data):
         raise ToolError(f"{shown} is a binary file; edit_file changes only text")
     try:
         return file.data.decode("utf-8")
@@ -277,15 +278,15 @@ def create_directory(
     ctx: ToolContext, args: Mapping[str, Any], paths: Mapping[str, ResolvedPath]
 ) -> Result:
     path = paths["path"].real
-    target = fsops.target(ctx, path)
+    target = ctx.target(path)
     store, first = ctx.changes, _first_missing(path)
     if store is None or first is None:  # nothing to record, or nothing to make
-        made = fsops.make_dirs(target)
+        made = reach.make_dirs(target)
         return {"success": True, "path": path, "created": made is not None}
     mkdir = Change("create_directory", "mkdir", path=first, kind="directory")
     commit = Commit(store, lambda _entry, _kept: (mkdir, Check("make", first)))
     with commit(None, None):  # recorded first: the outermost new dir, made when it is there
-        made = fsops.make_dirs(target)
+        made = reach.make_dirs(target)
         if made != first:  # someone else made part of the way meanwhile: voided
             raise ToolError(f"{ctx.show(path)} was being made by someone else at the same time")
     result: Result = {"success": True, "path": path, "created": True}
@@ -327,8 +328,8 @@ def delete_file(
 
     commit = Commit(store, change_of) if store else None
     try:
-        removed = fsops.remove(
-            fsops.target(ctx, path),
+        removed = delete.remove(
+            ctx.target(path),
             recursive=bool(args.get("recursive")),
             trash=str(slot) if slot else None,
             trash_limit=ctx.limits.max_backup_bytes,
@@ -338,7 +339,7 @@ def delete_file(
             deadline=ctx.deadline,
             commit=commit,
         )
-    except fsops.NotEmpty as exc:
+    except removal.NotEmpty as exc:
         raise ToolError(
             str(exc), hint="pass recursive: true to delete it with everything in it"
         ) from None

@@ -18,9 +18,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from cli.errors import ToolError
+from cli.fs.deadline import DeadlineExceeded
 from cli.fs.paths import ResolvedPath
 from cli.safety.policy import Decision, Policy
-from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError, failure
+from cli.tools.base import Result, ToolContext, failure
 
 TOOLS = frozenset({"edit_file"})
 RULE = "fails"

@@ -27,9 +27,11 @@ import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from cli.errors import ToolError
 from cli.fs.paths import FileId, is_within
-from cli.tools.base import ToolContext, ToolError
-from cli.tools.fsops import Gate, too_large
+from cli.fs.reading import Gate
+from cli.fs.wording import too_large
+from cli.tools.base import ToolContext
 
 HIDDEN = "hidden"
 SECRET = "secret"
@@ -48,7 +50,7 @@ class Refusal:
 
 
 class Refused(ToolError):
-    """A read the gate refused (raised through fsops' read hook)."""
+    """A read the gate refused (raised through cli/fs/reading.py's read hook)."""
 
     def __init__(self, refusal: Refusal) -> None:
         hint = "read_file it (again): a person is asked" if refusal.rule in FOR_A_PERSON else ""
@@ -123,7 +125,8 @@ class Reads:
         )
 
     def hook(self, path: str) -> Gate:
-        """`check` as fsops' read hook: raises Refused, so nothing of a refused file is read."""
+        """`check` as cli/fs/reading.py's read hook: raises Refused, so nothing of a refused
+        file is read."""
 
         def gate(info: os.stat_result) -> None:
             refusal = self.check(path, info)

@@ -23,9 +23,12 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
+from cli.errors import ToolError
+from cli.fs import reading
+from cli.fs.deadline import DeadlineExceeded
 from cli.fs.paths import ResolvedPath, is_within
-from cli.tools import fsops, gate
-from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
+from cli.tools import gate
+from cli.tools.base import Result, ToolContext
 from cli.tools.definitions import DIFF_DEFAULT_BYTES, DIFF_MAX_BYTES
 from cli.tools.shell import child_environment, kill_group
 
@@ -734,7 +737,7 @@ def _gate_rule(ctx: ToolContext, names: list[str], decided: str | None) -> str |
     reads = gate.Reads(ctx, ctx.limits.max_read_bytes, under=decided)
     for name in names:
         try:
-            info = fsops.identify(fsops.target(ctx, name))
+            info = reading.identify(ctx.target(name))
         except (ToolError, ValueError):
             return _UNCHECKED  # git saw something here that cannot be told now
         if info is None:

@@ -10,10 +10,12 @@ from collections.abc import Iterable, Mapping
 from contextlib import closing
 from typing import Any
 
+from cli.errors import ToolError
+from cli.fs import reach
+from cli.fs.deadline import Deadline
 from cli.fs.paths import ResolvedPath
-from cli.tools import fsops
-from cli.tools.base import Deadline, Result, ToolContext, ToolError
-from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
+from cli.fs.walk import MAX_WALK_DEPTH, Entry, Walk
+from cli.tools.base import Result, ToolContext
 
 
 def list_directory(
@@ -27,7 +29,7 @@ def list_directory(
     extension = normalize_extension(args.get("filter_extension"))
     cap = ctx.limits.max_list_entries
     hidden = bool(args.get("include_hidden"))
-    with fsops.open_dir(fsops.target(ctx, path), "use read_file for files") as top:
+    with reach.open_dir(ctx.target(path), "use read_file for files") as top:
         walked = Walk(
             top,
             path,

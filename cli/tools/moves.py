@@ -10,7 +10,7 @@ policy no longer knows as a secret), and one holding an execution surface, or th
 one, needs a person.
 
 The rename itself is one `renameat2(RENAME_NOREPLACE)` between two directory fds reached
-without following a symlink (fsops.parent_dir), so nothing that appears at the destination
+without following a symlink (reach.parent_dir), so nothing that appears at the destination
 between the check and the rename is overwritten. An existing destination is replaced only with
 `overwrite`, and then it first goes to the trash (a change `agent undo` reverses: the entry
 moves back and what it replaced comes back from the trash). Across file systems a move would
@@ -20,23 +20,22 @@ be a copy and a delete: refused, with what to do instead.
 from __future__ import annotations
 
 import contextlib
-import errno
-import functools
 import os
 import stat
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cli.errors import ToolError
+from cli.fs import delete, reach, reading, trashcan, writing
+from cli.fs.deadline import DeadlineExceeded
 from cli.fs.paths import ResolvedPath
+from cli.fs.renaming import rename
+from cli.fs.walk import MAX_WALK_DEPTH
 from cli.journal.changes import Change, Check, Commit, identity
-from cli.tools import fsops
-from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
-from cli.tools.walk import MAX_WALK_DEPTH
+from cli.tools.base import Result, ToolContext
 
-RENAME_NOREPLACE = 1
 MAX_CHECKED_ENTRIES = 10_000  # a larger tree is not looked through: a person decides
 CHECK_EVERY = 256  # entries looked at between two looks at the clock
 
@@ -65,15 +64,15 @@ def boundary(
     symlink), and what cannot be looked through — an unreadable dir, an error, too many
     entries, too deep — is never taken for clean: a person decides."""
     try:
-        target = fsops.target(ctx, source)
-        entry = fsops.inspect(target)
+        target = ctx.target(source)
+        entry = reading.inspect(target)
     except (ToolError, ValueError, OSError):
         return Crossing()  # the move fails the same way when it runs
     if entry is None or not stat.S_ISDIR(entry.info.st_mode):
         return Crossing()
     shown = ctx.show(source)
     try:
-        with fsops.open_dir(target) as top:
+        with reach.open_dir(target) as top:
             return _look_through(top, source, destination, hides, configures, ctx)
     except DeadlineExceeded as exc:
         return Crossing(
@@ -147,7 +146,7 @@ def _look_through(
                         "a person must confirm"
                     )
                     continue
-                sub = fsops.open_subdir(fd, name)
+                sub = reach.open_subdir(fd, name)
                 if sub is None:
                     unseen = unseen or _unseen(shown, inner, None)
                     continue
@@ -233,17 +232,17 @@ def _move(
     destination: str,
     overwrite: bool,
     trash: str | None,
-    commit: fsops.Commit | None = None,
+    commit: writing.Commit | None = None,
 ) -> Moved:
-    src = fsops.target(ctx, source)
-    dst = fsops.target(ctx, destination)
+    src = ctx.target(source)
+    dst = ctx.target(destination)
     if not src.parts:
         raise ToolError(f"{src.shown} is an allowed directory itself; it cannot be moved")
-    entry = fsops.inspect(src)
+    entry = reading.inspect(src)
     if entry is None:
         raise ToolError(f"{src.shown} does not exist")
     kind = _kind_of(entry.info)
-    replaced = fsops.inspect(dst)
+    replaced = reading.inspect(dst)
     there = _kind_of(replaced.info) if replaced else None
     displaced, trashed = None, False
     if there is not None:
@@ -266,7 +265,7 @@ def _move(
     # One step, recorded first: what the move replaces goes to the trash, then the rename.
     with commit(entry.info, kept) if commit else contextlib.nullcontext():
         if there is not None:
-            removed = fsops.remove(
+            removed = delete.remove(
                 dst,
                 recursive=False,
                 trash=trash,
@@ -281,7 +280,7 @@ def _move(
             if displaced is not None and trashed and trash:
                 # The move did not happen: what it was to replace goes back where it was.
                 kept_at = os.path.join(trash, os.path.basename(destination))
-                fsops.move_back(dst, kept_at, displaced)
+                trashcan.move_back(dst, kept_at, displaced)
             raise
     return Moved(kind, displaced, trashed)
 
@@ -302,85 +301,3 @@ def _will_keep(replaced: os.stat_result, trash: str | None, limit: int) -> bool:
 def _kind_of(info: os.stat_result | None) -> str:
     mode = info.st_mode if info is not None else 0
     return "directory" if stat.S_ISDIR(mode) else "symlink" if stat.S_ISLNK(mode) else "file"
-
-
-def rename(src: fsops.Target, dst: fsops.Target) -> None:
-    """Rename src's entry to dst, creating dst's missing parents; never over an existing
-    entry, never through a symlink on either side."""
-    with (
-        fsops.parent_dir(src) as (src_fd, src_name),
-        fsops.parent_dir(dst, make_parents=True) as (dst_fd, dst_name),
-    ):
-        try:
-            _rename_noreplace(src_fd, src_name, dst_fd, dst_name)
-        except OSError as exc:
-            raise _rename_error(exc, src, dst) from None
-        fsops.fsync_dir(dst_fd)
-        fsops.fsync_dir(src_fd)
-
-
-def _rename_error(exc: OSError, src: fsops.Target, dst: fsops.Target) -> ToolError:
-    if exc.errno == errno.EXDEV:
-        return ToolError(
-            f"{src.shown} and {dst.shown} are on different file systems, and move_file only "
-            "renames",
-            hint="copy it with read_file/write_file and delete the original instead",
-        )
-    if exc.errno == errno.EEXIST:
-        return ToolError(f"{dst.shown} appeared meanwhile; not overwritten")
-    if exc.errno == errno.EINVAL:
-        return ToolError(f"{dst.shown} is inside {src.shown}; cannot move there")
-    return fsops.os_error(exc, src.shown, src.path)
-
-
-def _rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
-    call = _renameat2()
-    if call is not None:
-        try:
-            call(src_fd, src, dst_fd, dst, RENAME_NOREPLACE)
-            return
-        except OSError as exc:
-            # ENOSYS: an old kernel or a seccomp filter; EINVAL: a file system without the
-            # flag (some FUSE and network ones). Fall back to look-then-rename, whose window
-            # is the one call between the two.
-            if exc.errno not in (errno.ENOSYS, errno.EINVAL, errno.EPERM):
-                raise
-    if _exists(dst_fd, dst):
-        raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
-    os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
-
-
-def _exists(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-@functools.cache
-def _renameat2() -> Callable[[int, str, int, str, int], None] | None:
-    """glibc's renameat2 through ctypes (Linux ≥ 3.15, glibc ≥ 2.28), or None."""
-    if sys.platform != "linux":
-        return None
-    import ctypes
-
-    try:
-        function = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return None
-    function.restype = ctypes.c_int
-    function.argtypes = [
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_uint,
-    ]
-
-    def call(src_fd: int, src: str, dst_fd: int, dst: str, flags: int) -> None:
-        if function(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), flags) != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code), dst)
-
-    return call

@@ -16,7 +16,7 @@ confirmation says which edge it is. Without a person it is refused, and the mode
 What a person's yes means, case by case: for the first two the old content is not kept (the
 write replaces it, the delete deletes for good) and the change is recorded as one that cannot
 be undone; the tools go ahead only for the very file or entry the person was asked about,
-unchanged since (`Consent`; anything else is refused at execution, the backstop in fsops). For
+unchanged since (`Consent`; anything else is refused at execution, the backstop in cli/fs). For
 the third the backup is kept and the store goes over its limit: nothing is lost, the disk holds
 more until a later session's changes drop the oldest backups.
 
@@ -31,12 +31,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cli import units
+from cli.errors import ToolError
+from cli.fs import reading, trees
+from cli.fs.fingerprint import Fingerprint
 from cli.fs.paths import ResolvedPath
 from cli.journal.changes import ChangeStore
 from cli.safety.policy import Decision
-from cli.tools import fsops, trees
-from cli.tools.base import ToolContext, ToolError
-from cli.tools.memory import Fingerprint
+from cli.tools.base import ToolContext
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ _OVER = "keeping its old content takes the backup store over its limit, so a per
 
 def _write(ctx: ToolContext, store: ChangeStore, resolved: ResolvedPath) -> Loss | None:
     path = resolved.real  # what write_file replaces
-    entry = fsops.inspect(fsops.target(ctx, path, resolved.file))
+    entry = reading.inspect(ctx.target(path, resolved.file))
     if entry is None or not stat.S_ISREG(entry.info.st_mode):
         return None  # a new file: nothing to keep (anything else fails the write)
     size, limit = entry.info.st_size, ctx.limits.max_backup_bytes
@@ -124,12 +126,12 @@ def _delete(
     ctx: ToolContext, store: ChangeStore, resolved: ResolvedPath, recursive: bool
 ) -> Loss | None:
     path = resolved.entry  # what delete_file removes: the entry, a link not followed
-    target = fsops.target(ctx, path)
+    target = ctx.target(path)
     limit = ctx.limits.max_backup_bytes
     room = store.room()
     trash = trees.path_mount_key(str(store.root / "trash"))
     # Measure only as far as it takes to tell: past both the copy limit and the room.
-    entry = fsops.inspect(
+    entry = reading.inspect(
         target, tree=recursive, stop_above=max(limit, room, 0), deadline=ctx.deadline
     )
     if entry is None:
@@ -178,4 +180,4 @@ def _room(
 
 
 def _size(size: int) -> str:
-    return fsops.human_size(size)
+    return units.human_size(size)

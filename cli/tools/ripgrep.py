@@ -1,7 +1,7 @@
 """ripgrep as a proposer for search_files: given the files our own walk chose (never a secret,
 a blocked dir, a symlink or anything the walk would not open), it says which of them may
 contain the text. Nothing it says is shown: search_files reads every proposed file again
-through fsops and matches it with its own code, so what is reported is the same with and
+through cli/fs and matches it with its own code, so what is reported is the same with and
 without rg (tests/test_search_engines.py runs both on an adversarial tree).
 
 rg is used only where its matching is known to be a superset of ours: a case-sensitive
@@ -29,7 +29,7 @@ import sysconfig
 import time
 from collections.abc import Mapping
 
-from cli.tools.base import NO_DEADLINE, Deadline, DeadlineExceeded
+from cli.fs.deadline import NO_DEADLINE, Deadline, DeadlineExceeded
 
 # The characters Rust's regex::escape escapes; any other is itself in rg's syntax, and some
 # escaped would not be (`\<` and `\>` are word boundaries).

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cli.config.settings import LimitsConfig
+from cli.errors import ToolError
+from cli.fs import reach, reading
 from cli.fs.paths import ResolvedPath
-from cli.tools import fsops, gate, ripgrep
-from cli.tools.base import Result, ToolContext, ToolError
+from cli.fs.walk import MAX_WALK_DEPTH, Entry, Walk
+from cli.tools import gate, ripgrep
+from cli.tools.base import Result, ToolContext
 from cli.tools.listing import normalize_extension
-from cli.tools.walk import MAX_WALK_DEPTH, Entry, Walk
 
 MAX_LINE_TEXT = 300  # a minified line is one line of megabytes; show its start only
 _GLOB_CHARS = frozenset("*?[")
@@ -52,7 +54,7 @@ def search_files(
     hides = ctx.walk_hides(root)
     # Every file read passes the read gate, its names by the walk's own check.
     scan = _Scan(gate.Reads(ctx, limits.max_search_file_bytes, under=root, hides=hides))
-    with fsops.open_dir(fsops.target(ctx, root), hint) as top:
+    with reach.open_dir(ctx.target(root), hint) as top:
         # Every entry the walk reads counts, directories and files the filters skip included:
         # a filter that matches nothing must not make the search walk the whole tree.
         walked = Walk(
@@ -321,20 +323,20 @@ def _read_in_dir(entry: Entry, max_bytes: int, scan: _Scan) -> bytes | None:
 
 
 def _read_seen(
-    dir_fd: int, name: str, shown: str, max_bytes: int, passes: fsops.Gate
-) -> fsops.FileData:
+    dir_fd: int, name: str, shown: str, max_bytes: int, passes: reading.Gate
+) -> reading.FileData:
     # _searchable saw the entry is a regular file (scandir's d_type, no link followed).
-    return fsops.read_at(
+    return reading.read_at(
         dir_fd, name, shown, max_bytes, seen_regular=True, text_only=True, gate=passes
     )
 
 
 def _read_below(top: int, relative: str, path: str, max_bytes: int, scan: _Scan) -> bytes | None:
-    return _read(fsops.read_below, top, relative, path, max_bytes, scan)
+    return _read(reading.read_below, top, relative, path, max_bytes, scan)
 
 
 def _read(
-    how: Callable[[int, str, str, int, fsops.Gate], fsops.FileData],
+    how: Callable[[int, str, str, int, reading.Gate], reading.FileData],
     dir_fd: int,
     name: str,
     path: str,
@@ -348,7 +350,7 @@ def _read(
         # large are skipped without a word, as the walk skips secrets by name.
         if refused.refusal.rule == gate.HARD_LINK:
             scan.hard_links += 1
-    except fsops.HardLinked:  # the gate's backstop in fsops: the same refusal
+    except reading.HardLinked:  # the gate's backstop in cli/fs: the same refusal
         scan.hard_links += 1
     except (OSError, ToolError):  # unreadable, gone, binary
         pass
@@ -401,7 +403,7 @@ def _content_matches(
 ) -> tuple[list[dict[str, Any]], bool]:
     """Up to `budget` matching lines, and whether the file holds more than that."""
     data = read(wanted.limits.max_search_file_bytes, scan)
-    if data is None or fsops.is_binary(data) or not wanted.holds(data):
+    if data is None or reading.is_binary(data) or not wanted.holds(data):
         return [], False
     needle = wanted.needle
     matches: list[dict[str, Any]] = []

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from cli.config.settings import LimitsConfig
+from cli.errors import ToolError
 from cli.fs.paths import ResolvedPath
 from cli.safety import sensitive
 from cli.safety.sandbox.launch import (
@@ -24,7 +25,7 @@ from cli.safety.sandbox.launch import (
     setup_failure,
     spawn,
 )
-from cli.tools.base import Result, ToolContext, ToolError
+from cli.tools.base import Result, ToolContext
 
 # The child gets these from our environment and nothing else: API tokens, cloud keys and
 # the like stay with us (a command's output goes to the model).

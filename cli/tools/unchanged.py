@@ -16,12 +16,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from cli.errors import ToolError
+from cli.fs import reading
+from cli.fs.fingerprint import Fingerprint
 from cli.fs.paths import ResolvedPath
 from cli.safety.policy import Decision, Policy
-from cli.tools import fsops
-from cli.tools.base import Result, ToolContext, ToolError
+from cli.tools.base import Result, ToolContext
 from cli.tools.edits import EditFailed, plan_edit
-from cli.tools.memory import Fingerprint
 
 TOOLS = frozenset({"write_file", "edit_file"})
 RULE = "unchanged"
@@ -91,11 +92,11 @@ def result(
 def same(ctx: ToolContext, checked: ResolvedPath, data: bytes) -> Fingerprint | None:
     """The fingerprint of the file at `checked` when it holds exactly `data` (a regular
     file, same size, same bytes); None otherwise. Reached like every tool's read."""
-    target = fsops.target(ctx, checked.real, checked.file)
-    entry = fsops.inspect(target)
+    target = ctx.target(checked.real, checked.file)
+    entry = reading.inspect(target)
     if entry is None or not stat.S_ISREG(entry.info.st_mode) or entry.info.st_size != len(data):
         return None
-    return fsops.holds(target, data)
+    return reading.holds(target, data)
 
 
 def unchanged_result(path: str, size: int) -> Result:
@@ -116,8 +117,8 @@ def _edited(ctx: ToolContext, arguments: Mapping[str, Any], checked: ResolvedPat
     seen = ctx.memory.expected(checked.real)
     if seen is None:
         raise ToolError("not read")
-    target = fsops.target(ctx, checked.real, checked.file)
-    file = fsops.read(target, ctx.limits.max_write_bytes)
+    target = ctx.target(checked.real, checked.file)
+    file = reading.read(target, ctx.limits.max_write_bytes)
     if file.fingerprint != seen:
         raise ToolError("changed since read")
     edit = plan_edit(

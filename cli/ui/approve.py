@@ -22,14 +22,15 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
+from cli import units
 from cli.backends.messages import ToolCall
 from cli.config.settings import MCP_PREFIX
+from cli.errors import ToolError
+from cli.fs import reading, wording
 from cli.fs.paths import ResolvedPath, display_path
 from cli.loop.approval import Approval, ApprovalRequest
 from cli.loop.guards import StepLimitAnswer
 from cli.safety.sandbox import launch as sandbox
-from cli.tools import fsops
-from cli.tools.base import ToolError
 from cli.tools.edits import EditFailed, plan_edit
 from cli.ui.cards import card_title
 from cli.ui.keys import KeyReader
@@ -321,7 +322,7 @@ def arguments(args: Mapping[str, Any]) -> list[Text]:
     for key, value in args.items():
         label = f"  {sanitize(str(key))}: "
         if isinstance(value, str) and ("\n" in value or len(value) > LINE_CHARS):
-            size = fsops.human_size(len(value.encode("utf-8", "replace")))
+            size = units.human_size(len(value.encode("utf-8", "replace")))
             lines.append(Text(f"{label}{size}, {plural(len(_rows(value)), 'line')}"))
             lines += _numbered(value)
         else:
@@ -372,7 +373,7 @@ def _where(path: str, cwd: str) -> str:
 def _write(target: ResolvedPath, content: str, cwd: str) -> list[Text]:
     path = target.real  # what write_file writes: symlinks resolved
     lines = [_path_line(target, path, cwd)]
-    new_size = fsops.human_size(len(content.encode("utf-8", "replace")))
+    new_size = units.human_size(len(content.encode("utf-8", "replace")))
     if not os.path.lexists(path):
         lines.append(Text(f"  new file, {new_size}, {plural(len(_rows(content)), 'line')}"))
         lines += _missing_parents(path, cwd)
@@ -384,7 +385,7 @@ def _write(target: ResolvedPath, content: str, cwd: str) -> list[Text]:
         lines.append(Text(f"  replaces the existing file: {problem}", "yellow"))
         lines.append(Text(f"  new content, {new_size}, {plural(len(_rows(content)), 'line')}:"))
         return lines + _numbered(content, PREVIEW_LINES)
-    old_size = fsops.human_size(len(old.encode("utf-8")))
+    old_size = units.human_size(len(old.encode("utf-8")))
     lines.append(Text(f"  replaces the existing file: {old_size} → {new_size}"))
     if old == content:
         return [*lines, Text("  no change: the file already holds exactly this content")]
@@ -448,11 +449,11 @@ def _move(source: ResolvedPath, destination: ResolvedPath, overwrite: bool, cwd:
 def _read_text(path: str, shown: str) -> tuple[str | None, str]:
     """The current content as text, or None and why it cannot be shown."""
     try:
-        data = fsops.read_regular(path, shown, MAX_DIFF_BYTES).data
+        data = reading.read_regular(path, shown, MAX_DIFF_BYTES).data
     except ToolError as exc:
         return None, sanitize(str(exc)) + "; no diff shown"
-    if fsops.is_binary(data):
-        return None, f"it is a binary file ({fsops.human_size(len(data))}); no diff shown"
+    if reading.is_binary(data):
+        return None, f"it is a binary file ({units.human_size(len(data))}); no diff shown"
     try:
         return data.decode("utf-8"), ""
     except UnicodeDecodeError:
@@ -534,12 +535,12 @@ def _delete(target: ResolvedPath, recursive: bool, cwd: str) -> list[Text]:
     if stat.S_ISLNK(mode):
         return [*lines, _link_line("  a symlink", path, "only the link is removed, not its target")]
     if stat.S_ISREG(mode):
-        lines.append(Text(f"  a file, {fsops.human_size(info.st_size)}"))
+        lines.append(Text(f"  a file, {units.human_size(info.st_size)}"))
         if info.st_nlink > 1:
             lines.append(Text(f"  it has {info.st_nlink - 1} other hard link(s); they stay"))
         return lines
     if not stat.S_ISDIR(mode):
-        return [*lines, Text(f"  {fsops.describe_kind(mode)}")]
+        return [*lines, Text(f"  {wording.describe_kind(mode)}")]
     if recursive:
         return lines + _tree(path)
     entries = _entries(path)

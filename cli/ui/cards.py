@@ -17,9 +17,9 @@ from cli.config.settings import MCP_PREFIX
 from cli.fs.paths import display_path
 from cli.loop import outcomes
 from cli.loop.events import ContextUse, ToolResult
-from cli.tools.fsops import human_size
 from cli.ui.layout import Hanging
 from cli.ui.text import call_summary, plural, result_summary, sanitize, shorten_text
+from cli.units import human_size
 
 FOLD_LINES = 8  # preview lines shown before "… N more lines"
 MCP_LINES = 4  # an MCP tool's result: its first lines (the server's text, not ours to lay out)

@@ -10,14 +10,14 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cli.errors import ToolError
+from cli.fs import reading
 from cli.fs.paths import display_path, resolve_path
 from cli.journal.changes import Change, ChangeStore, Timeline, new_step
 from cli.journal.undo import Step, UndoError, apply, choose, plan_change, precheck
 from cli.safety.policy import Policy
-from cli.tools import fsops
-from cli.tools.base import ToolError
-from cli.tools.fsops import human_size
 from cli.ui.text import sanitize
+from cli.units import human_size
 
 
 def history_rows(changes: Sequence[Change], cwd: str) -> list[str]:
@@ -325,7 +325,7 @@ def _read(path: str) -> _Held:
     if info.st_size > DIFF_BYTES:
         return _Unknown(f"it is {human_size(info.st_size)}, more than a diff shows")
     try:
-        return fsops.read_regular(path, path, DIFF_BYTES).data
+        return reading.read_regular(path, path, DIFF_BYTES).data
     except (ToolError, OSError) as exc:
         return _Unknown(str(exc))
 
@@ -346,7 +346,7 @@ def _file_diff(shown: str, before: _Held, after: _Held) -> list[str]:
         made = _file_diff(shown, None, after) if after is not None else []
         return [f"# removed the directory {shown}", *made]
     assert not isinstance(before, (str, _Unknown)) and not isinstance(after, (str, _Unknown))
-    if fsops.is_binary(before or b"") or fsops.is_binary(after or b""):
+    if reading.is_binary(before or b"") or reading.is_binary(after or b""):
         return [f"Binary files {old} and {new} differ"]
     try:
         old_text, new_text = (before or b"").decode(), (after or b"").decode()

@@ -6,9 +6,9 @@ import textwrap
 from collections.abc import Sequence
 
 from cli.backends.catalog import ModelRow
-from cli.tools.fsops import human_size
 from cli.ui.cards import short_tokens
 from cli.ui.text import sanitize
+from cli.units import human_size
 
 HEADER = ("NAME", "SIZE", "PARAMS", "QUANT", "CONTEXT", "TOOLS", "CAPABILITIES", "LOADED")
 SHOWN_CAPABILITIES = ("tools", "thinking", "vision")

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from cli.backends.messages import Message, ModelInfo, ToolCall, closest_models
 from cli.config.settings import THINK_LEVELS
-from cli.errors import AgentError
+from cli.errors import AgentError, ToolError
 from cli.fs.paths import display_path
 from cli.loop.agent import Agent
 from cli.loop.events import ToolDecided, ToolResult
@@ -36,10 +36,8 @@ from cli.loop.images import (
     too_many_images,
     unknown_sight,
 )
-from cli.records.audit import AuditLog, audited
+from cli.records.audit_events import AuditLog, audited
 from cli.records.sessions import SessionStore, conversation_turns, timestamp_name
-from cli.tools.base import ToolError
-from cli.tools.fsops import human_size
 from cli.ui.approve import ChatApprover
 from cli.ui.editor import (
     ChatCompleter,
@@ -51,6 +49,7 @@ from cli.ui.editor import (
 )
 from cli.ui.render import ChatRenderer
 from cli.ui.text import plural, sanitize, shorten_text
+from cli.units import human_size
 
 THINK_CHOICES = ("on", "off", *THINK_LEVELS)
 # A refusal the policy makes by the name alone, whether or not the file is there: said at

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cli.backends.messages import ToolCall
-from cli.tools.fsops import human_size
+from cli.units import human_size
 
 # Never shown as they are: C0 controls (ESC included, so no escape sequence can start),
 # DEL, C1 controls (0x9b is an 8-bit CSI), zero-width characters, line and paragraph

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli.config.settings import SANDBOX_MODES, LimitsConfig
+from cli.fs import trees
 from cli.fs.paths import expand_user, is_within
 from cli.safety import sensitive
 from cli.safety.sandbox import seatbelt
@@ -1097,8 +1098,6 @@ def cleanup(launch: Launch) -> None:
     mount point."""
     if not launch.scratch:
         return
-    from cli.tools import trees  # here: cli.tools imports this module
-
     parent, name = os.path.split(launch.scratch)
     try:
         fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)

@@ -11,8 +11,8 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from cli.tools import fsops
-from cli.tools.base import NO_DEADLINE, Deadline
+from cli.fs import reach
+from cli.fs.deadline import NO_DEADLINE, Deadline
 
 # How deep a walk goes at most, whatever it is asked: each level holds an open fd until its
 # last entry is seen, and a model can nest directories without end. Deeper trees are walked
@@ -47,7 +47,7 @@ class Entry(NamedTuple):
     relative: str  # to the walk's root
     depth: int  # 1 for the root's own children
     dirent: os.DirEntry[str]  # from scandir on a dir fd: `.path` is the bare name
-    # The directory holding it, for `*at` calls (fsops.read_at, readlink). Open only until the
+    # The directory holding it, for `*at` calls (reading.read_at, readlink). Open only until the
     # walk moves on.
     dir_fd: int
 
@@ -136,7 +136,7 @@ class Walk:
                         or not self._may_enter(depth)
                     ):
                         continue
-                    sub = fsops.open_subdir(dir_fd, name)
+                    sub = reach.open_subdir(dir_fd, name)
                     if sub is not None:  # unreadable below the root: skip it (best-effort)
                         descend = _Level(
                             self._read(sub), path + "/", relative + "/", depth + 1, sub

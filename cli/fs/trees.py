@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from cli.tools.base import NO_DEADLINE, Deadline
+from cli.fs import attributes
+from cli.fs.deadline import NO_DEADLINE, Deadline
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
@@ -420,19 +421,15 @@ def _copy_file(
 
 
 def _keep_attributes(fd: int, info: os.stat_result, source: int) -> None:
-    """The copy `fd` gets the owner and user.* attributes of the file `source` (fsops.
+    """The copy `fd` gets the owner and user.* attributes of the file `source` (attributes.
     keep_attributes: one rule for what a file keeps, whether rewritten or moved)."""
-    from cli.tools import fsops  # here: fsops imports this module
-
-    fsops.keep_attributes(fd, info, lambda: fsops.xattrs_of(source))
+    attributes.keep_attributes(fd, info, lambda: attributes.xattrs_of(source))
 
 
 def _keep_dir_attributes(fd: int, info: os.stat_result, dir_fd: int, name: str) -> None:
     """The copied directory `fd` gets the owner and user.* attributes of the directory
     `name` in dir_fd, if that is still the one copied (`info`)."""
-    from cli.tools import fsops
-
-    fsops.keep_attributes(fd, info, lambda: fsops.xattrs_at(dir_fd, name, info))
+    attributes.keep_attributes(fd, info, lambda: attributes.xattrs_at(dir_fd, name, info))
 
 
 def _copy_times(dir_fd: int, name: str, info: os.stat_result) -> None:
