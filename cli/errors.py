@@ -46,11 +46,17 @@ class Unrecorded(AgentError):
     change is not made, since it could not be taken back. Exit 1."""
 
 
-class OllamaError(AgentError):
-    """Anything that went wrong talking to the model server."""
+class BackendError(AgentError):
+    """Anything that went wrong talking to the model server, whichever API it speaks."""
 
 
-class ServerUnreachable(OllamaError):
+# The name this class had while Ollama was the only backend. Both clients (Ollama's API and
+# the OpenAI-compatible one) raise BackendError; the old name stays importable for code
+# written against it. Use BackendError.
+OllamaError = BackendError
+
+
+class ServerUnreachable(BackendError):
     """Nothing answers at the configured host."""
 
 
@@ -60,23 +66,23 @@ class WrongURL(ServerUnreachable):
     port)."""
 
 
-class ModelNotFound(OllamaError):
+class ModelNotFound(BackendError):
     """The server does not have the model (HTTP 404)."""
 
 
-class ModelUnsupported(OllamaError):
+class ModelUnsupported(BackendError):
     """The model cannot do what was asked: tools, thinking or chat (HTTP 400)."""
 
 
-class ServerTimeout(OllamaError):
+class ServerTimeout(BackendError):
     """The server stopped sending for longer than `ollama.timeout`."""
 
 
-class StreamError(OllamaError):
+class StreamError(BackendError):
     """The stream broke: an error line, an undecodable line, a dropped connection."""
 
 
-class ContextTooLong(OllamaError):
+class ContextTooLong(BackendError):
     """The server refused the prompt as longer than the model's context, instead of cutting
     it (Ollama with `truncate: false`, or an OpenAI-compatible server's context error). Any
     backend raises this one; the loop trims history and retries once. `context` and

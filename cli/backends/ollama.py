@@ -45,10 +45,10 @@ from cli.backends.messages import (
 )
 from cli.errors import (
     AgentError,
+    BackendError,
     ContextTooLong,
     ModelNotFound,
     ModelUnsupported,
-    OllamaError,
     ServerTimeout,
     StreamError,
     WrongURL,
@@ -193,7 +193,7 @@ class OllamaClient:
         data = self._json("GET", "/api/tags")
         models = data.get("models") if isinstance(data, dict) else None
         if not isinstance(models, list):
-            raise OllamaError(f"unexpected answer from {self._base}/api/tags: no model list")
+            raise BackendError(f"unexpected answer from {self._base}/api/tags: no model list")
         entries: dict[str, Mapping[str, Any]] = {
             str(m.get("name") or m.get("model")): m for m in models if isinstance(m, dict)
         }
@@ -229,7 +229,7 @@ class OllamaClient:
     def _show(self, model: str) -> ModelInfo:
         data = self._json("POST", "/api/show", {"model": model}, model=model)
         if not isinstance(data, dict):
-            raise OllamaError(f"unexpected answer from {self._base}/api/show for {model!r}")
+            raise BackendError(f"unexpected answer from {self._base}/api/show for {model!r}")
         caps = data.get("capabilities")
         if isinstance(caps, list):
             capabilities = frozenset(str(c) for c in caps)
@@ -264,12 +264,12 @@ class OllamaClient:
         try:
             return loads_json(response.content)
         except JSONTooDeep:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}{path} answered with JSON nested deeper than {MAX_JSON_DEPTH} "
                 "levels; is OLLAMA_HOST pointing at an Ollama server?"
             ) from None
         except ValueError as exc:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}{path} answered with something that is not JSON; "
                 "is OLLAMA_HOST pointing at an Ollama server?"
             ) from exc
@@ -308,7 +308,7 @@ class OllamaClient:
                 # Also a bad name, TLS, a connect timeout, and a read timeout in the body.
                 raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
             except requests.exceptions.RequestException as exc:
-                raise OllamaError(f"request to {url} failed: {exc}") from exc
+                raise BackendError(f"request to {url} failed: {exc}") from exc
             if response.status_code == 503 and attempt < BUSY_RETRIES:
                 response.close()
                 self._sleep(0.5 * 2**attempt)
@@ -326,7 +326,7 @@ class OllamaClient:
     def _says(self) -> Wording:
         return Wording("OLLAMA_HOST / --host", self._unreachable, self._timeout_message)
 
-    def _http_error(self, response: requests.Response, path: str, model: str) -> OllamaError:
+    def _http_error(self, response: requests.Response, path: str, model: str) -> BackendError:
         try:
             text = response.text
         finally:
@@ -366,11 +366,11 @@ class OllamaClient:
                 f"model '{model}' cannot chat (an embedding model?): pick another with -m"
             )
         if status == 503:
-            return OllamaError(
+            return BackendError(
                 f"Ollama at {self._base} is busy ({detail}); tried {BUSY_RETRIES + 1} times, "
                 "try again in a moment"
             )
-        return OllamaError(f"Ollama at {self._base} answered HTTP {status}: {detail}")
+        return BackendError(f"Ollama at {self._base} answered HTTP {status}: {detail}")
 
     def _not_ollama(self, path: str) -> WrongURL:
         if urlsplit(self._base).path:

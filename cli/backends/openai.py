@@ -58,10 +58,10 @@ from cli.backends.openai_dialect import (
     wire_messages,
 )
 from cli.errors import (
+    BackendError,
     ContextTooLong,
     ModelNotFound,
     ModelUnsupported,
-    OllamaError,
     ServerTimeout,
     StreamError,
     WrongURL,
@@ -195,7 +195,7 @@ class OpenAIClient:
     def list_models(self) -> list[str]:
         entries = self._model_entries()
         if entries is None:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}/models does not exist: the server cannot list its models; "
                 "give the model's name with -m"
             )
@@ -326,7 +326,7 @@ class OpenAIClient:
                 # Also a bad name, TLS, a connect timeout.
                 raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
             except requests.exceptions.RequestException as exc:
-                raise OllamaError(f"request to {url} failed: {exc}") from exc
+                raise BackendError(f"request to {url} failed: {exc}") from exc
             if response.status_code in (429, 503) and attempt < BUSY_RETRIES:
                 response.close()
                 self._sleep(0.5 * 2**attempt)
@@ -344,10 +344,10 @@ class OpenAIClient:
     def _says(self) -> Wording:
         return Wording("--host / ollama.host", self._unreachable, self._timeout_message)
 
-    def _http_error(self, response: requests.Response, path: str, model: str) -> OllamaError:
+    def _http_error(self, response: requests.Response, path: str, model: str) -> BackendError:
         try:
             raw = self._read_body(response, limit=64 * 1024, cut=True)
-        except OllamaError:
+        except BackendError:
             raw = b""
         finally:
             response.close()
@@ -361,7 +361,7 @@ class OpenAIClient:
                 fix = f"check the key in ${self._api_key_env}"
             else:
                 fix = f"set ${self._api_key_env} to the server's API key (ollama.api_key_env)"
-            return OllamaError(f"{where} refused the request (HTTP {status}: {detail}): {fix}")
+            return BackendError(f"{where} refused the request (HTTP {status}: {detail}): {fix}")
         if status in (400, 413, 422) and is_context_error(detail, code):
             return context_too_long(self._base, detail, text)
         if status == 404 and model and (_MODEL_WORDS.search(detail) or "model_not_found" in code):
@@ -385,11 +385,11 @@ class OpenAIClient:
                 "llama-server: --jinja)"
             )
         if status in (429, 503):
-            return OllamaError(
+            return BackendError(
                 f"{where} is busy (HTTP {status}: {detail}); tried {BUSY_RETRIES + 1} times, "
                 "try again in a moment"
             )
-        return OllamaError(f"{where} answered HTTP {status}: {detail}")
+        return BackendError(f"{where} answered HTTP {status}: {detail}")
 
     def _model_entries(self) -> list[dict[str, Any]] | None:
         """GET /models: its entries that have an id, or None when a …/v1 server has no such
@@ -414,7 +414,7 @@ class OpenAIClient:
                 data = self._read_json(response, "/models")
             listed = data.get("data") if isinstance(data, dict) else None
             if not isinstance(listed, list):
-                raise OllamaError(
+                raise BackendError(
                     f"unexpected answer from {self._base}/models: no model list; "
                     "is it an OpenAI-compatible server?"
                 )
@@ -446,7 +446,7 @@ class OpenAIClient:
                 return True
             try:
                 raw = self._read_body(response, limit=64 * 1024, cut=True)
-            except OllamaError:
+            except BackendError:
                 return True
         message, code = error_parts(raw.decode("utf-8", "replace"))
         return bool(_MODEL_WORDS.search(message) or "model_not_found" in code)
@@ -518,7 +518,7 @@ class OpenAIClient:
                 return None
             try:
                 return loads_json(self._read_body(response, limit=4 * 1024 * 1024))
-            except (OllamaError, ValueError):
+            except (BackendError, ValueError):
                 return None
 
     def _read_json(self, response: requests.Response, path: str) -> Any:
@@ -526,12 +526,12 @@ class OpenAIClient:
         try:
             return loads_json(raw)
         except JSONTooDeep:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}{path} answered with JSON nested deeper than {MAX_JSON_DEPTH} "
                 "levels; is it an OpenAI-compatible server?"
             ) from None
         except ValueError:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}{path} answered with something that is not JSON; "
                 "is it an OpenAI-compatible server?"
             ) from None
@@ -546,9 +546,9 @@ class OpenAIClient:
                 if size > limit:
                     if cut:
                         break
-                    raise OllamaError(f"{self._base} sent an answer of more than {limit} bytes")
+                    raise BackendError(f"{self._base} sent an answer of more than {limit} bytes")
         except BodyDropped:
-            raise OllamaError(
+            raise BackendError(
                 f"the connection to {self._base} dropped while the answer was read; try again"
             ) from None
         return b"".join(parts)
@@ -652,7 +652,7 @@ class OpenAIClient:
         )
 
 
-class _NoSuchPath(OllamaError):
+class _NoSuchPath(BackendError):
     """HTTP 404/405 for the path itself (not for a model): the server has no such endpoint."""
 
 
