@@ -25,8 +25,6 @@ from cli.backends.failures import (
     BodyTimeout,
     Wording,
     body_pieces,
-    connection_error,
-    worth_one_more,
 )
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
@@ -43,6 +41,7 @@ from cli.backends.messages import (
     split_lines,
     tool_call,
 )
+from cli.backends.sending import BUSY_RETRIES, send
 from cli.errors import (
     AgentError,
     BackendError,
@@ -62,7 +61,6 @@ CONNECT_TIMEOUT = 10.0
 # Garbage or keep-alive blank lines forever would never trip the read timeout; no real
 # answer comes near this.
 MAX_STREAM_BYTES = 256 * 1024 * 1024
-BUSY_RETRIES = 3  # 503 "server busy": Ollama's queue is full; it clears in seconds
 # What servers say when a prompt is longer than the context and `truncate: false` forbids
 # cutting it: "the prompt is longer than the context length currently available to the
 # model; …" (llm/llama_server.go, v0.30.9+), "the input length exceeds the context length"
@@ -283,40 +281,22 @@ class OllamaClient:
         stream: bool,
         model: str = "",
     ) -> requests.Response:
-        url = self._base + path
-        reset_retried = False
-        # One more than the busy retries: a reset connection's retry does not use one up.
-        for attempt in range(BUSY_RETRIES + 2):
-            try:
-                response = self._session.request(
-                    method,
-                    url,
-                    json=body,
-                    headers=self._headers,
-                    stream=stream,
-                    timeout=(self._connect_timeout, self._timeout),
-                )
-            except requests.exceptions.ReadTimeout as exc:
-                raise ServerTimeout(self._timeout_message()) from exc
-            except requests.exceptions.ConnectionError as exc:
-                # The steps of a turn share a connection (keep_connection): one the server
-                # dropped between them is no reason to fail.
-                if not reset_retried and worth_one_more(exc):
-                    reset_retried = True
-                    self._session.close()
-                    continue
-                # Also a bad name, TLS, a connect timeout, and a read timeout in the body.
-                raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
-            except requests.exceptions.RequestException as exc:
-                raise BackendError(f"request to {url} failed: {exc}") from exc
-            if response.status_code == 503 and attempt < BUSY_RETRIES:
-                response.close()
-                self._sleep(0.5 * 2**attempt)
-                continue
-            if response.status_code >= 400:
-                raise self._http_error(response, path, model)
-            return response
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        response = send(
+            self._session,
+            method,
+            self._base,
+            path,
+            body,
+            headers=self._headers,
+            stream=stream,
+            timeouts=(self._connect_timeout, self._timeout),
+            says=self._says,
+            busy=(503,),  # "server busy": Ollama's queue is full
+            sleep=self._sleep,
+        )
+        if response.status_code >= 400:
+            raise self._http_error(response, path, model)
+        return response
 
     @property
     def _connect_timeout(self) -> float:

@@ -25,8 +25,6 @@ from cli.backends.failures import (
     BodyTimeout,
     Wording,
     body_pieces,
-    connection_error,
-    worth_one_more,
 )
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
@@ -57,6 +55,7 @@ from cli.backends.openai_dialect import (
     sse_field,
     wire_messages,
 )
+from cli.backends.sending import BUSY_RETRIES, send
 from cli.errors import (
     BackendError,
     ContextTooLong,
@@ -74,7 +73,6 @@ CONNECT_TIMEOUT = 10.0
 MAX_STREAM_BYTES = 256 * 1024 * 1024
 # A non-streamed answer or a model list: read in pieces, never more than this.
 MAX_BODY_BYTES = 64 * 1024 * 1024
-BUSY_RETRIES = 3  # 503 (server busy, model loading) and 429 (rate limit) clear in seconds
 MODELS_TTL = 5.0  # seconds a /models answer is reused (the model check, then each model)
 # What `think` becomes on this API: only a level has a field servers read (`reasoning_effort`,
 # taken by vLLM, llama.cpp, Ollama's /v1 and OpenAI for gpt-oss-style models). true/false has
@@ -303,38 +301,22 @@ class OpenAIClient:
     def _request(
         self, method: str, path: str, body: Mapping[str, Any] | None, model: str = ""
     ) -> requests.Response:
-        url = self._base + path
-        reset_retried = False
-        # One more than the busy retries: a reset connection's retry does not use one up.
-        for attempt in range(BUSY_RETRIES + 2):
-            try:
-                response = self._session.request(
-                    method,
-                    url,
-                    json=body,
-                    headers=self._headers,
-                    stream=True,  # every body is read in bounded pieces
-                    timeout=(self._connect_timeout, self._timeout),
-                )
-            except requests.exceptions.ReadTimeout as exc:
-                raise ServerTimeout(self._timeout_message()) from exc
-            except requests.exceptions.ConnectionError as exc:
-                if not reset_retried and worth_one_more(exc):
-                    reset_retried = True
-                    self._session.close()
-                    continue
-                # Also a bad name, TLS, a connect timeout.
-                raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
-            except requests.exceptions.RequestException as exc:
-                raise BackendError(f"request to {url} failed: {exc}") from exc
-            if response.status_code in (429, 503) and attempt < BUSY_RETRIES:
-                response.close()
-                self._sleep(0.5 * 2**attempt)
-                continue
-            if response.status_code >= 400:
-                raise self._http_error(response, path, model)
-            return response
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        response = send(
+            self._session,
+            method,
+            self._base,
+            path,
+            body,
+            headers=self._headers,
+            stream=True,  # every body is read in bounded pieces
+            timeouts=(self._connect_timeout, self._timeout),
+            says=self._says,
+            busy=(429, 503),  # a rate limit, or the server busy or loading the model
+            sleep=self._sleep,
+        )
+        if response.status_code >= 400:
+            raise self._http_error(response, path, model)
+        return response
 
     @property
     def _connect_timeout(self) -> float:
