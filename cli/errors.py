@@ -1,21 +1,38 @@
-"""The exception family users see: a one-line message that names the fix, and an exit code."""
+"""The exception family users see: a one-line message that names the fix, and an exit status.
+
+`cli.app` is the one place that turns these into exit codes: each exception carries its own
+(`exit_code`, an ExitStatus).
+"""
 
 from __future__ import annotations
 
-# Exit codes are a contract with shell scripts (README "Exit codes").
-EXIT_OK = 0
-EXIT_FAILURE = 1  # server, model or stream failure
-EXIT_USAGE = 2  # bad flags, bad config
-# Work not finished: the model was still calling tools when agent.max_steps ran out, kept
-# repeating a refused call, or its answer was cut by the server's length limit.
-EXIT_STEP_LIMIT = 3
-EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """Every exit code `agent` uses: a contract with shell scripts (README "Exit codes")."""
+
+    OK = 0
+    FAILURE = 1  # server, model or stream failure; a broken audit chain or change journal
+    USAGE = 2  # bad flags, bad config (click's own usage errors exit 2 as well)
+    # Work not finished: the model was still calling tools when agent.max_steps ran out, kept
+    # repeating a refused call, or its answer was cut by the server's length limit or empty.
+    UNFINISHED = 3
+    # Ended by a signal: 128 + its number, as a shell reports it.
+    HANGUP = 129  # SIGHUP: the terminal closed
+    INTERRUPTED = 130  # SIGINT: Ctrl-C
+    TERMINATED = 143  # SIGTERM: `timeout`, `kill`
+
+    @classmethod
+    def of_signal(cls, signum: int) -> ExitStatus:
+        """How the process exits when SIGINT, SIGTERM or SIGHUP ended it: 128 + its number."""
+        return cls(128 + signum)
 
 
 class AgentError(Exception):
-    """An expected failure: `app` prints `message` on one line and exits with `exit_code`."""
+    """An expected failure: `cli.app` prints `message` on one line and exits with `exit_code`."""
 
-    exit_code = EXIT_FAILURE
+    exit_code = ExitStatus.FAILURE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -25,13 +42,13 @@ class AgentError(Exception):
 class UsageError(AgentError):
     """The command line asks for something that cannot be done."""
 
-    exit_code = EXIT_USAGE
+    exit_code = ExitStatus.USAGE
 
 
 class ConfigError(AgentError):
     """The YAML config is unreadable, malformed or holds an unknown key or a wrong type."""
 
-    exit_code = EXIT_USAGE
+    exit_code = ExitStatus.USAGE
 
 
 class StateCorrupt(AgentError):
@@ -46,11 +63,17 @@ class Unrecorded(AgentError):
     change is not made, since it could not be taken back. Exit 1."""
 
 
-class OllamaError(AgentError):
-    """Anything that went wrong talking to the model server."""
+class BackendError(AgentError):
+    """Anything that went wrong talking to the model server, whichever API it speaks."""
 
 
-class ServerUnreachable(OllamaError):
+# The name this class had while Ollama was the only backend. Both clients (Ollama's API and
+# the OpenAI-compatible one) raise BackendError; the old name stays importable for code
+# written against it. Use BackendError.
+OllamaError = BackendError
+
+
+class ServerUnreachable(BackendError):
     """Nothing answers at the configured host."""
 
 
@@ -60,23 +83,23 @@ class WrongURL(ServerUnreachable):
     port)."""
 
 
-class ModelNotFound(OllamaError):
+class ModelNotFound(BackendError):
     """The server does not have the model (HTTP 404)."""
 
 
-class ModelUnsupported(OllamaError):
+class ModelUnsupported(BackendError):
     """The model cannot do what was asked: tools, thinking or chat (HTTP 400)."""
 
 
-class ServerTimeout(OllamaError):
+class ServerTimeout(BackendError):
     """The server stopped sending for longer than `ollama.timeout`."""
 
 
-class StreamError(OllamaError):
+class StreamError(BackendError):
     """The stream broke: an error line, an undecodable line, a dropped connection."""
 
 
-class ContextTooLong(OllamaError):
+class ContextTooLong(BackendError):
     """The server refused the prompt as longer than the model's context, instead of cutting
     it (Ollama with `truncate: false`, or an OpenAI-compatible server's context error). Any
     backend raises this one; the loop trims history and retries once. `context` and
@@ -105,3 +128,17 @@ class ToolError(Exception):
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.hint = hint
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP during `agent run`: the run ends as after Ctrl-C (its `end` line,
+    its JSON object, the work saved), then exits 128 + the signal's number. Not a
+    KeyboardInterrupt, so that no prompt takes it for a "no" and lets the run go on."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> ExitStatus:
+        return ExitStatus.of_signal(self.signum)

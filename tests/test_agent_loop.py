@@ -561,10 +561,10 @@ def test_interrupt_during_a_confirmation_leaves_history_well_formed(
 def test_server_error_mid_loop_raises_the_typed_error(
     make_agent: MakeAgent, ollama: FakeOllama
 ) -> None:
-    from cli.errors import OllamaError
+    from cli.errors import BackendError
 
     ollama.enqueue(HttpError(500, "model runner crashed"))
-    with pytest.raises(OllamaError, match="model runner crashed"):
+    with pytest.raises(BackendError, match="model runner crashed"):
         make_agent().run("go")
 
 

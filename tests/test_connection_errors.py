@@ -19,7 +19,7 @@ import requests
 from cli.backends.messages import ChatRequest
 from cli.backends.ollama import OllamaClient
 from cli.backends.openai import OpenAIClient
-from cli.errors import EXIT_FAILURE, ModelNotFound, OllamaError, ServerTimeout, ServerUnreachable
+from cli.errors import BackendError, ExitStatus, ModelNotFound, ServerTimeout, ServerUnreachable
 from tests.conftest import MESSAGES, RunCli
 from tests.fake_ollama import FakeOllama
 from tests.fake_openai import FakeOpenAI
@@ -63,8 +63,8 @@ def openai_client(sessions: list[requests.Session]) -> Callable[..., OpenAIClien
     return make
 
 
-def failure(attempt: Attempt, client: Client) -> OllamaError:
-    with pytest.raises(OllamaError) as info:
+def failure(attempt: Attempt, client: Client) -> BackendError:
+    with pytest.raises(BackendError) as info:
         attempt(client)
     error = info.value
     assert error.message == str(error) and "\n" not in error.message, error.message
@@ -75,7 +75,7 @@ def failure(attempt: Attempt, client: Client) -> OllamaError:
 def one_line_failure(result: object) -> str:
     """`agent run`'s stderr for an expected failure: exit 1, one line, no traceback."""
     code, stderr = result.code, result.stderr  # type: ignore[attr-defined]
-    assert code == EXIT_FAILURE, stderr
+    assert code == ExitStatus.FAILURE, stderr
     assert "Traceback" not in stderr
     assert stderr.startswith("agent: ") and stderr.count("\n") == 1, stderr
     return str(stderr)

@@ -22,9 +22,9 @@ import cli.backends.messages
 from cli.backends.messages import ChatChunk, ChatRequest, Stats, ToolCall
 from cli.backends.ollama import BUSY_RETRIES, OllamaClient, parse_chunk, parse_tool_call
 from cli.errors import (
+    BackendError,
     ModelNotFound,
     ModelUnsupported,
-    OllamaError,
     ServerTimeout,
     ServerUnreachable,
     StreamError,
@@ -88,7 +88,7 @@ def assert_one_line(err: BaseException) -> None:
     text = str(err)
     assert text, "an error must say something"
     assert "\n" not in text and "\r" not in text, f"multi-line error message: {text!r}"
-    if isinstance(err, OllamaError):
+    if isinstance(err, BackendError):
         assert err.message == text
 
 
@@ -568,18 +568,18 @@ def test_embedding_model_cannot_chat(ollama: FakeOllama, client: OllamaClient) -
 
 def test_other_400_is_a_plain_ollama_error(ollama: FakeOllama, client: OllamaClient) -> None:
     ollama.enqueue(HttpError(400, "missing request body"))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
-    assert type(info.value) is OllamaError
+    assert type(info.value) is BackendError
     assert "missing request body" in str(info.value)
     assert "400" in str(info.value)
 
 
 def test_http_500_with_json_error(ollama: FakeOllama, client: OllamaClient) -> None:
     ollama.enqueue(HttpError(500, "boom"))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
-    assert type(info.value) is OllamaError
+    assert type(info.value) is BackendError
     assert "boom" in str(info.value)
     assert "500" in str(info.value)
     assert ollama.url in str(info.value)
@@ -591,13 +591,13 @@ def test_http_error_with_openai_style_error_object(
 ) -> None:
     body = json.dumps({"error": {"message": "quota exceeded", "type": "x"}}).encode()
     ollama.enqueue(HttpError(429, body=body))
-    with pytest.raises(OllamaError, match="HTTP 429: quota exceeded"):
+    with pytest.raises(BackendError, match="HTTP 429: quota exceeded"):
         chat(client)
 
 
 def test_http_error_with_non_json_body(ollama: FakeOllama, client: OllamaClient) -> None:
     ollama.enqueue(HttpError(502, body=b"upstream proxy failure"))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "502" in str(info.value)
     assert "upstream proxy failure" in str(info.value)
@@ -606,7 +606,7 @@ def test_http_error_with_non_json_body(ollama: FakeOllama, client: OllamaClient)
 
 def test_http_error_with_empty_body_uses_reason(ollama: FakeOllama, client: OllamaClient) -> None:
     ollama.enqueue(HttpError(502, body=b""))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "HTTP 502" in str(info.value)
     assert "Bad Gateway" in str(info.value)
@@ -614,7 +614,7 @@ def test_http_error_with_empty_body_uses_reason(ollama: FakeOllama, client: Olla
 
 def test_http_error_with_long_body_is_truncated(ollama: FakeOllama, client: OllamaClient) -> None:
     ollama.enqueue(HttpError(500, body=b"x" * 5000))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "x" * 200 in str(info.value)
     assert len(str(info.value)) < 400
@@ -625,7 +625,7 @@ def test_http_error_with_multiline_html_body_is_one_line(
 ) -> None:
     page = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>nginx</body>\r\n</html>"
     ollama.enqueue(HttpError(502, body=page))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "502" in str(info.value)
     assert_one_line(info.value)
@@ -635,7 +635,7 @@ def test_http_error_with_multiline_json_error_is_one_line(
     ollama: FakeOllama, client: OllamaClient
 ) -> None:
     ollama.enqueue(HttpError(500, "llama runner process has terminated:\nexit status 2"))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "exit status 2" in str(info.value)
     assert_one_line(info.value)
@@ -663,7 +663,7 @@ def test_503_every_time_gives_up_after_retries(
     ollama: FakeOllama, client: OllamaClient, sleeps: RecordingSleep
 ) -> None:
     ollama.enqueue(*[HttpError(503, BUSY) for _ in range(BUSY_RETRIES + 2)])
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     message = str(info.value)
     assert "busy" in message
@@ -680,7 +680,7 @@ def test_non_503_errors_are_not_retried(
     ollama: FakeOllama, client: OllamaClient, sleeps: RecordingSleep
 ) -> None:
     ollama.enqueue(HttpError(500, "boom"), reply("never"))
-    with pytest.raises(OllamaError):
+    with pytest.raises(BackendError):
         chat(client)
     assert len(ollama.chat_bodies) == 1
     assert sleeps.calls == []
@@ -824,9 +824,9 @@ def test_version(ollama: FakeOllama, client: OllamaClient) -> None:
 
 
 def test_non_ollama_json_endpoint_is_reported(make_client: MakeClient, ollama: FakeOllama) -> None:
-    # GET /api/tags on something that answers 404 for it: a plain OllamaError with the status.
+    # GET /api/tags on something that answers 404 for it: a plain BackendError with the status.
     client = make_client(ollama.url + "/not-ollama")
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         client.list_models()
     assert "404" in str(info.value)
     assert_one_line(info.value)

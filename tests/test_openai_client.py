@@ -25,10 +25,10 @@ from cli.backends.openai import (
     wire_messages,
 )
 from cli.errors import (
+    BackendError,
     ContextTooLong,
     ModelNotFound,
     ModelUnsupported,
-    OllamaError,
     ServerTimeout,
     ServerUnreachable,
     StreamError,
@@ -92,7 +92,7 @@ def assert_one_line(err: BaseException) -> None:
     text = str(err)
     assert text, "an error must say something"
     assert "\n" not in text and "\r" not in text, f"multi-line error message: {text!r}"
-    if isinstance(err, OllamaError):
+    if isinstance(err, BackendError):
         assert err.message == text
 
 
@@ -788,7 +788,7 @@ def test_a_server_without_models_is_trusted(openai: FakeOpenAI, client: OpenAICl
     openai.models_endpoint = False
     info = client.model_info("anything")
     assert info.supports_tools and info.note
-    with pytest.raises(OllamaError) as listing:
+    with pytest.raises(BackendError) as listing:
         client.list_models()
     assert "-m" in str(listing.value)
 
@@ -796,7 +796,7 @@ def test_a_server_without_models_is_trusted(openai: FakeOpenAI, client: OpenAICl
 def test_a_base_url_without_v1_fails_the_model_check(
     openai: FakeOpenAI, make_client: MakeClient
 ) -> None:
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         make_client(openai.root).model_info(MODEL)  # the /v1 left out
     assert "/models does not exist (HTTP 404)" in str(info.value)
     assert "usually ends in /v1" in str(info.value)
@@ -851,7 +851,7 @@ def test_a_models_answer_that_is_no_model_list_is_an_error(
     openai: FakeOpenAI, client: OpenAIClient, body: bytes, words: str
 ) -> None:
     openai.models_body = body
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         client.list_models()
     assert words in str(info.value)
     assert_one_line(info.value)
@@ -903,7 +903,7 @@ def test_401_without_a_key_names_the_variable(
     openai: FakeOpenAI, make_client: MakeClient, env: str
 ) -> None:
     openai.api_key = "sk-right"
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(make_client(api_key_env=env))
     message = str(info.value)
     assert "HTTP 401" in message and f"${env}" in message and "Invalid API key" in message
@@ -912,7 +912,7 @@ def test_401_without_a_key_names_the_variable(
 
 def test_401_with_a_wrong_key_says_to_check_it(openai: FakeOpenAI, make_client: MakeClient) -> None:
     openai.api_key = "sk-right"
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         make_client(api_key="sk-wrong").model_info(MODEL)
     assert "check the key in $OPENAI_API_KEY" in str(info.value)
 
@@ -925,7 +925,7 @@ def test_404_for_an_unknown_model_in_chat(openai: FakeOpenAI, client: OpenAIClie
 
 
 def test_404_for_the_path_suggests_v1(openai: FakeOpenAI, make_client: MakeClient) -> None:
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(make_client(openai.root))  # the /v1 left out
     message = str(info.value)
     assert "/chat/completions does not exist (HTTP 404)" in message and "/v1" in message
@@ -934,7 +934,7 @@ def test_404_for_the_path_suggests_v1(openai: FakeOpenAI, make_client: MakeClien
 
 def test_400_shows_the_servers_message(openai: FakeOpenAI, client: OpenAIClient) -> None:
     openai.enqueue(HttpError(400, "messages[1].content: Input should be a valid string"))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "HTTP 400: messages[1].content: Input should be a valid string" in str(info.value)
 
@@ -1004,7 +1004,7 @@ def test_an_error_event_mid_stream(openai: FakeOpenAI, client: OpenAIClient, eve
 
 def test_http_500_with_an_openai_error_body(openai: FakeOpenAI, client: OpenAIClient) -> None:
     openai.enqueue(HttpError(500, "runner crashed"))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "HTTP 500: runner crashed" in str(info.value)
 
@@ -1013,7 +1013,7 @@ def test_http_error_with_a_multiline_html_body_is_one_line(
     openai: FakeOpenAI, client: OpenAIClient
 ) -> None:
     openai.enqueue(HttpError(502, body=b"<html>\n<h1>502 Bad Gateway</h1>\n</html>"))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "HTTP 502" in str(info.value)
     assert_one_line(info.value)
@@ -1031,7 +1031,7 @@ def test_503_every_time_gives_up(
     openai: FakeOpenAI, client: OpenAIClient, sleeps: RecordingSleep
 ) -> None:
     openai.enqueue(*[HttpError(503, "busy")] * (BUSY_RETRIES + 1))
-    with pytest.raises(OllamaError) as info:
+    with pytest.raises(BackendError) as info:
         chat(client)
     assert "busy" in str(info.value) and len(sleeps.calls) == BUSY_RETRIES
 

@@ -358,14 +358,16 @@ def test_only_the_command_named_is_built_and_it_is_the_same(
 ) -> None:
     """main() builds only the command the argv names (cli/app.py built_for): each one comes
     out with the very parameters it has in the whole app; help, completion, an unknown word
-    or no command get the whole app."""
+    or no command get the whole app, every command in the order help lists them."""
     import typer.main
 
     from cli.app import app, built_for
 
-    whole = typer.main.get_command(app)
+    every = ["run", "chat", "models", "history", "undo", "redo", "init"]
+    every += ["audit", "sessions", "mcp", "config"]
+    whole = typer.main.get_command(built_for([]))
     assert isinstance(whole, typer.main.TyperGroup)
-    assert {"run", "chat", "audit", "config", "sessions", "mcp", "init"} <= set(whole.commands)
+    assert list(whole.commands) == every
 
     def shape(command: object) -> object:
         params = [(p.name, tuple(p.opts), p.required) for p in getattr(command, "params", [])]
@@ -374,18 +376,20 @@ def test_only_the_command_named_is_built_and_it_is_the_same(
 
     for name, command in whole.commands.items():
         for argv in ([name], [name, "--help"], ["--debug", name, "x"]):
-            one = typer.main.get_command(built_for(app, argv))
+            one = typer.main.get_command(built_for(argv))
             assert isinstance(one, typer.main.TyperGroup)
             assert list(one.commands) == [name], argv
             assert shape(one.commands[name]) == shape(command), argv
             assert shape(one)[0] == shape(whole)[0]  # the top level's own options
     whole_app = ([], ["--help"], ["-h", "run"], ["nosuch"], ["--", "run"], ["--show-completion"])
     for argv in whole_app:
-        assert built_for(app, argv) is app, argv
-    assert built_for(app, ["--version"]).registered_commands == []
-    assert len(app.registered_commands) > 1  # the app itself is left whole
+        built = typer.main.get_command(built_for(argv))
+        assert list(getattr(built, "commands", {})) == every, argv
+    assert built_for(["--version"]).registered_commands == []
+    assert built_for(["--version"]).registered_groups == []
+    assert app.registered_commands == [] and app.registered_groups == []  # the root is left bare
     monkeypatch.setenv("_AGENT_COMPLETE", "complete_bash")  # completion may ask about any
-    assert built_for(app, ["run"]) is app
+    assert list(getattr(typer.main.get_command(built_for(["run"])), "commands", {})) == every
 
 
 def test_help_documents_every_flag(run_cli: RunCli) -> None:

@@ -14,7 +14,7 @@ import requests
 
 from cli.backends.messages import ChatRequest
 from cli.backends.ollama import OllamaClient
-from cli.errors import OllamaError
+from cli.errors import BackendError
 from tests.conftest import MakeAgent
 from tests.fake_ollama import FakeOllama, context_error, reply, tool_call
 from tests.fake_openai import Answer, FakeOpenAI
@@ -243,7 +243,7 @@ def test_the_fake_ollama_counts_what_it_answers(ollama: FakeOllama) -> None:
     history = [SYSTEM, {"role": "user", "content": "hi"}]
     list(client.chat(ChatRequest("qwen3:8b", history, options={"num_ctx": 4096})))
     history += [{"role": "assistant", "content": "one"}, {"role": "user", "content": "more"}]
-    with pytest.raises(OllamaError):  # refused (a scripted error): not counted
+    with pytest.raises(BackendError):  # refused (a scripted error): not counted
         list(client.chat(ChatRequest("qwen3:8b", history, options={"num_ctx": 4096})))
     list(client.chat(ChatRequest("qwen3:8b", history, options={"num_ctx": 4096})))
     assert work.requests == 2

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
-from cli.errors import OllamaError, ServerTimeout, ServerUnreachable
+from cli.errors import BackendError, ServerTimeout, ServerUnreachable
 
 # OpenSSL's reasons when what came back to our ClientHello is not TLS at all: an HTTP answer
 # ("HTTP/1.1 400 …") read as a TLS record. OpenSSL 3.0 says WRONG_VERSION_NUMBER, 3.2 and
@@ -44,7 +44,7 @@ class Wording:
 
 def connection_error(
     exc: requests.exceptions.ConnectionError, base: str, connect_timeout: float, says: Wording
-) -> OllamaError:
+) -> BackendError:
     """The error for a request to `base` that failed with `exc` before an answer."""
     causes = list(causes_of(exc))
     if isinstance(exc, requests.exceptions.ConnectTimeout):

@@ -1,8 +1,8 @@
 """Ollama's native REST API (/api/chat, /api/tags, /api/show, /api/ps, /api/version) over
 `requests`.
 
-Everything wire-specific lives here; the loop only sees `messages.ChatChunk`. See
-`../shared/design/ollama-protocol.md` for the behaviours cited in comments.
+Everything wire-specific lives here; the loop only sees `messages.ChatChunk`.
+docs/context-and-servers.md says which servers and behaviours are covered.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from cli.backends.failures import (
     BodyTimeout,
     Wording,
     body_pieces,
-    connection_error,
-    worth_one_more,
 )
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
@@ -43,12 +41,13 @@ from cli.backends.messages import (
     split_lines,
     tool_call,
 )
+from cli.backends.sending import BUSY_RETRIES, send
 from cli.errors import (
     AgentError,
+    BackendError,
     ContextTooLong,
     ModelNotFound,
     ModelUnsupported,
-    OllamaError,
     ServerTimeout,
     StreamError,
     WrongURL,
@@ -62,7 +61,6 @@ CONNECT_TIMEOUT = 10.0
 # Garbage or keep-alive blank lines forever would never trip the read timeout; no real
 # answer comes near this.
 MAX_STREAM_BYTES = 256 * 1024 * 1024
-BUSY_RETRIES = 3  # 503 "server busy": Ollama's queue is full; it clears in seconds
 # What servers say when a prompt is longer than the context and `truncate: false` forbids
 # cutting it: "the prompt is longer than the context length currently available to the
 # model; …" (llm/llama_server.go, v0.30.9+), "the input length exceeds the context length"
@@ -193,7 +191,7 @@ class OllamaClient:
         data = self._json("GET", "/api/tags")
         models = data.get("models") if isinstance(data, dict) else None
         if not isinstance(models, list):
-            raise OllamaError(f"unexpected answer from {self._base}/api/tags: no model list")
+            raise BackendError(f"unexpected answer from {self._base}/api/tags: no model list")
         entries: dict[str, Mapping[str, Any]] = {
             str(m.get("name") or m.get("model")): m for m in models if isinstance(m, dict)
         }
@@ -229,7 +227,7 @@ class OllamaClient:
     def _show(self, model: str) -> ModelInfo:
         data = self._json("POST", "/api/show", {"model": model}, model=model)
         if not isinstance(data, dict):
-            raise OllamaError(f"unexpected answer from {self._base}/api/show for {model!r}")
+            raise BackendError(f"unexpected answer from {self._base}/api/show for {model!r}")
         caps = data.get("capabilities")
         if isinstance(caps, list):
             capabilities = frozenset(str(c) for c in caps)
@@ -264,12 +262,12 @@ class OllamaClient:
         try:
             return loads_json(response.content)
         except JSONTooDeep:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}{path} answered with JSON nested deeper than {MAX_JSON_DEPTH} "
                 "levels; is OLLAMA_HOST pointing at an Ollama server?"
             ) from None
         except ValueError as exc:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}{path} answered with something that is not JSON; "
                 "is OLLAMA_HOST pointing at an Ollama server?"
             ) from exc
@@ -283,40 +281,22 @@ class OllamaClient:
         stream: bool,
         model: str = "",
     ) -> requests.Response:
-        url = self._base + path
-        reset_retried = False
-        # One more than the busy retries: a reset connection's retry does not use one up.
-        for attempt in range(BUSY_RETRIES + 2):
-            try:
-                response = self._session.request(
-                    method,
-                    url,
-                    json=body,
-                    headers=self._headers,
-                    stream=stream,
-                    timeout=(self._connect_timeout, self._timeout),
-                )
-            except requests.exceptions.ReadTimeout as exc:
-                raise ServerTimeout(self._timeout_message()) from exc
-            except requests.exceptions.ConnectionError as exc:
-                # The steps of a turn share a connection (keep_connection): one the server
-                # dropped between them is no reason to fail.
-                if not reset_retried and worth_one_more(exc):
-                    reset_retried = True
-                    self._session.close()
-                    continue
-                # Also a bad name, TLS, a connect timeout, and a read timeout in the body.
-                raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
-            except requests.exceptions.RequestException as exc:
-                raise OllamaError(f"request to {url} failed: {exc}") from exc
-            if response.status_code == 503 and attempt < BUSY_RETRIES:
-                response.close()
-                self._sleep(0.5 * 2**attempt)
-                continue
-            if response.status_code >= 400:
-                raise self._http_error(response, path, model)
-            return response
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        response = send(
+            self._session,
+            method,
+            self._base,
+            path,
+            body,
+            headers=self._headers,
+            stream=stream,
+            timeouts=(self._connect_timeout, self._timeout),
+            says=self._says,
+            busy=(503,),  # "server busy": Ollama's queue is full
+            sleep=self._sleep,
+        )
+        if response.status_code >= 400:
+            raise self._http_error(response, path, model)
+        return response
 
     @property
     def _connect_timeout(self) -> float:
@@ -326,7 +306,7 @@ class OllamaClient:
     def _says(self) -> Wording:
         return Wording("OLLAMA_HOST / --host", self._unreachable, self._timeout_message)
 
-    def _http_error(self, response: requests.Response, path: str, model: str) -> OllamaError:
+    def _http_error(self, response: requests.Response, path: str, model: str) -> BackendError:
         try:
             text = response.text
         finally:
@@ -366,11 +346,11 @@ class OllamaClient:
                 f"model '{model}' cannot chat (an embedding model?): pick another with -m"
             )
         if status == 503:
-            return OllamaError(
+            return BackendError(
                 f"Ollama at {self._base} is busy ({detail}); tried {BUSY_RETRIES + 1} times, "
                 "try again in a moment"
             )
-        return OllamaError(f"Ollama at {self._base} answered HTTP {status}: {detail}")
+        return BackendError(f"Ollama at {self._base} answered HTTP {status}: {detail}")
 
     def _not_ollama(self, path: str) -> WrongURL:
         if urlsplit(self._base).path:

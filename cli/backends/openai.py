@@ -1,12 +1,11 @@
 """OpenAI-compatible chat servers (LM Studio, llama.cpp's llama-server, llama-cpp-python,
 vLLM, Ollama's /v1) over `requests`: POST {base}/chat/completions, GET {base}/models.
 
-Everything wire-specific lives here; the loop only sees `messages.ChatChunk`. How this dialect
-differs from Ollama's native API (`../shared/design/ollama-protocol.md`, "OpenAI-compatible
-endpoint"): server-sent events instead of NDJSON, tool-call arguments as JSON *string
-fragments* per `index`, results answered by `tool_call_id`, and no way to set the context size
-per request (it is the server's: LM Studio's load settings, llama.cpp `-c`, vLLM
-`--max-model-len`).
+Everything wire-specific lives here; the loop only sees `messages.ChatChunk`. How this
+dialect differs from Ollama's native API: server-sent events instead of NDJSON, tool-call
+arguments as JSON *string fragments* per `index`, results answered by `tool_call_id`,
+and no way to set the context size per request (it is the server's: LM Studio's load
+settings, llama.cpp `-c`, vLLM `--max-model-len`).
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ from cli.backends.failures import (
     BodyTimeout,
     Wording,
     body_pieces,
-    connection_error,
-    worth_one_more,
 )
 from cli.backends.messages import (
     MAX_JSON_DEPTH,
@@ -57,11 +54,12 @@ from cli.backends.openai_dialect import (
     sse_field,
     wire_messages,
 )
+from cli.backends.sending import BUSY_RETRIES, send
 from cli.errors import (
+    BackendError,
     ContextTooLong,
     ModelNotFound,
     ModelUnsupported,
-    OllamaError,
     ServerTimeout,
     StreamError,
     WrongURL,
@@ -74,7 +72,6 @@ CONNECT_TIMEOUT = 10.0
 MAX_STREAM_BYTES = 256 * 1024 * 1024
 # A non-streamed answer or a model list: read in pieces, never more than this.
 MAX_BODY_BYTES = 64 * 1024 * 1024
-BUSY_RETRIES = 3  # 503 (server busy, model loading) and 429 (rate limit) clear in seconds
 MODELS_TTL = 5.0  # seconds a /models answer is reused (the model check, then each model)
 # What `think` becomes on this API: only a level has a field servers read (`reasoning_effort`,
 # taken by vLLM, llama.cpp, Ollama's /v1 and OpenAI for gpt-oss-style models). true/false has
@@ -195,7 +192,7 @@ class OpenAIClient:
     def list_models(self) -> list[str]:
         entries = self._model_entries()
         if entries is None:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}/models does not exist: the server cannot list its models; "
                 "give the model's name with -m"
             )
@@ -303,38 +300,22 @@ class OpenAIClient:
     def _request(
         self, method: str, path: str, body: Mapping[str, Any] | None, model: str = ""
     ) -> requests.Response:
-        url = self._base + path
-        reset_retried = False
-        # One more than the busy retries: a reset connection's retry does not use one up.
-        for attempt in range(BUSY_RETRIES + 2):
-            try:
-                response = self._session.request(
-                    method,
-                    url,
-                    json=body,
-                    headers=self._headers,
-                    stream=True,  # every body is read in bounded pieces
-                    timeout=(self._connect_timeout, self._timeout),
-                )
-            except requests.exceptions.ReadTimeout as exc:
-                raise ServerTimeout(self._timeout_message()) from exc
-            except requests.exceptions.ConnectionError as exc:
-                if not reset_retried and worth_one_more(exc):
-                    reset_retried = True
-                    self._session.close()
-                    continue
-                # Also a bad name, TLS, a connect timeout.
-                raise connection_error(exc, self._base, self._connect_timeout, self._says) from exc
-            except requests.exceptions.RequestException as exc:
-                raise OllamaError(f"request to {url} failed: {exc}") from exc
-            if response.status_code in (429, 503) and attempt < BUSY_RETRIES:
-                response.close()
-                self._sleep(0.5 * 2**attempt)
-                continue
-            if response.status_code >= 400:
-                raise self._http_error(response, path, model)
-            return response
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        response = send(
+            self._session,
+            method,
+            self._base,
+            path,
+            body,
+            headers=self._headers,
+            stream=True,  # every body is read in bounded pieces
+            timeouts=(self._connect_timeout, self._timeout),
+            says=self._says,
+            busy=(429, 503),  # a rate limit, or the server busy or loading the model
+            sleep=self._sleep,
+        )
+        if response.status_code >= 400:
+            raise self._http_error(response, path, model)
+        return response
 
     @property
     def _connect_timeout(self) -> float:
@@ -344,10 +325,10 @@ class OpenAIClient:
     def _says(self) -> Wording:
         return Wording("--host / ollama.host", self._unreachable, self._timeout_message)
 
-    def _http_error(self, response: requests.Response, path: str, model: str) -> OllamaError:
+    def _http_error(self, response: requests.Response, path: str, model: str) -> BackendError:
         try:
             raw = self._read_body(response, limit=64 * 1024, cut=True)
-        except OllamaError:
+        except BackendError:
             raw = b""
         finally:
             response.close()
@@ -361,7 +342,7 @@ class OpenAIClient:
                 fix = f"check the key in ${self._api_key_env}"
             else:
                 fix = f"set ${self._api_key_env} to the server's API key (ollama.api_key_env)"
-            return OllamaError(f"{where} refused the request (HTTP {status}: {detail}): {fix}")
+            return BackendError(f"{where} refused the request (HTTP {status}: {detail}): {fix}")
         if status in (400, 413, 422) and is_context_error(detail, code):
             return context_too_long(self._base, detail, text)
         if status == 404 and model and (_MODEL_WORDS.search(detail) or "model_not_found" in code):
@@ -385,11 +366,11 @@ class OpenAIClient:
                 "llama-server: --jinja)"
             )
         if status in (429, 503):
-            return OllamaError(
+            return BackendError(
                 f"{where} is busy (HTTP {status}: {detail}); tried {BUSY_RETRIES + 1} times, "
                 "try again in a moment"
             )
-        return OllamaError(f"{where} answered HTTP {status}: {detail}")
+        return BackendError(f"{where} answered HTTP {status}: {detail}")
 
     def _model_entries(self) -> list[dict[str, Any]] | None:
         """GET /models: its entries that have an id, or None when a …/v1 server has no such
@@ -414,7 +395,7 @@ class OpenAIClient:
                 data = self._read_json(response, "/models")
             listed = data.get("data") if isinstance(data, dict) else None
             if not isinstance(listed, list):
-                raise OllamaError(
+                raise BackendError(
                     f"unexpected answer from {self._base}/models: no model list; "
                     "is it an OpenAI-compatible server?"
                 )
@@ -446,7 +427,7 @@ class OpenAIClient:
                 return True
             try:
                 raw = self._read_body(response, limit=64 * 1024, cut=True)
-            except OllamaError:
+            except BackendError:
                 return True
         message, code = error_parts(raw.decode("utf-8", "replace"))
         return bool(_MODEL_WORDS.search(message) or "model_not_found" in code)
@@ -518,7 +499,7 @@ class OpenAIClient:
                 return None
             try:
                 return loads_json(self._read_body(response, limit=4 * 1024 * 1024))
-            except (OllamaError, ValueError):
+            except (BackendError, ValueError):
                 return None
 
     def _read_json(self, response: requests.Response, path: str) -> Any:
@@ -526,12 +507,12 @@ class OpenAIClient:
         try:
             return loads_json(raw)
         except JSONTooDeep:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}{path} answered with JSON nested deeper than {MAX_JSON_DEPTH} "
                 "levels; is it an OpenAI-compatible server?"
             ) from None
         except ValueError:
-            raise OllamaError(
+            raise BackendError(
                 f"{self._base}{path} answered with something that is not JSON; "
                 "is it an OpenAI-compatible server?"
             ) from None
@@ -546,9 +527,9 @@ class OpenAIClient:
                 if size > limit:
                     if cut:
                         break
-                    raise OllamaError(f"{self._base} sent an answer of more than {limit} bytes")
+                    raise BackendError(f"{self._base} sent an answer of more than {limit} bytes")
         except BodyDropped:
-            raise OllamaError(
+            raise BackendError(
                 f"the connection to {self._base} dropped while the answer was read; try again"
             ) from None
         return b"".join(parts)
@@ -652,7 +633,7 @@ class OpenAIClient:
         )
 
 
-class _NoSuchPath(OllamaError):
+class _NoSuchPath(BackendError):
     """HTTP 404/405 for the path itself (not for a model): the server has no such endpoint."""
 
 

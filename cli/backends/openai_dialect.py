@@ -1,8 +1,6 @@
 """The OpenAI-compatible dialect without the HTTP: our history in its message shapes, its
 answers (streamed deltas or one whole message) accumulated into what the loop takes, and the
 small readers both need. Pure; `openai.py` is the client that sends and receives.
-
-See `../shared/design/ollama-protocol.md` ("OpenAI-compatible endpoint") for the shapes.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.app import McpConfigOpt
+from cli.commands.frame import McpConfigOpt, Terminal
+from cli.errors import ExitStatus
 
 mcp_app = typer.Typer(
     name="mcp",
@@ -18,6 +19,11 @@ mcp_app = typer.Typer(
     rich_markup_mode=None,
 )
 
+# What this module adds to `agent`: cli.app's COMMANDS names each, and imports this module
+# only when the command line needs one of them.
+commands = typer.Typer()
+commands.add_typer(mcp_app)
+
 
 @mcp_app.command(
     "list",
@@ -25,7 +31,6 @@ mcp_app = typer.Typer(
     "stop it again. Exit 1 if any enabled server could not be used.",
 )
 def mcp_list(
-    ctx: typer.Context,
     config: Annotated[
         str | None,
         typer.Option("-c", "--config", metavar="PATH", help="YAML config to read."),
@@ -39,42 +44,40 @@ def mcp_list(
         ),
     ] = False,
 ) -> None:
-    from cli.app import command
+    from cli.wiring import Choices, build_policy, load, sandbox_spec, start_mcp
 
-    with command(ctx) as terminal:
-        from cli.wiring import Choices, build_policy, load, sandbox_spec, start_mcp
+    terminal = Terminal.from_process()
+    choices = Choices(config_path=config, mcp_config=mcp_config)
+    loaded = load(choices, terminal.environ)
+    policy = build_policy(loaded, terminal.environ, terminal.cwd, terminal.home)
+    spec = sandbox_spec(loaded, policy, terminal.home)
+    servers = start_mcp(choices, loaded, terminal.environ, policy, spec)
+    rows: list[dict[str, Any]] = []
+    notices: list[str] = []
+    if servers is not None:
+        try:
+            servers.wait()  # its lines are the rows' errors
+            rows, notices = servers.status(), servers.notices()
+        finally:
+            servers.close()
+    if notices:
+        from cli.ui.text import sanitize
 
-        choices = Choices(config_path=config, mcp_config=mcp_config)
-        loaded = load(choices, terminal.environ)
-        policy = build_policy(loaded, terminal.environ, terminal.cwd, terminal.home)
-        spec = sandbox_spec(loaded, policy, terminal.home)
-        servers = start_mcp(choices, loaded, terminal.environ, policy, spec)
-        rows: list[dict[str, Any]] = []
-        notices: list[str] = []
-        if servers is not None:
-            try:
-                servers.wait()  # its lines are the rows' errors
-                rows, notices = servers.status(), servers.notices()
-            finally:
-                servers.close()
-        if notices:
-            from cli.ui.text import sanitize
+        terminal.stderr.write("".join(f"note: {sanitize(n)}\n" for n in notices))
+    if as_json:
+        terminal.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
+    elif not rows:
+        terminal.stderr.write(
+            "no MCP servers configured: add them under mcp.servers in the config, or "
+            "import them with agent mcp import FILE\n"
+        )
+    else:
+        from cli.ui.mcp_view import status_lines
 
-            terminal.stderr.write("".join(f"note: {sanitize(n)}\n" for n in notices))
-        if as_json:
-            terminal.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
-        elif not rows:
-            terminal.stderr.write(
-                "no MCP servers configured: add them under mcp.servers in the config, or "
-                "import them with agent mcp import FILE\n"
-            )
-        else:
-            from cli.ui.mcp_view import status_lines
-
-            for line in status_lines(rows):
-                terminal.stdout.write(line + "\n")
-        failed = any(r["status"] == "failed" for r in rows)
-    raise typer.Exit(1 if failed else 0)
+        for line in status_lines(rows):
+            terminal.stdout.write(line + "\n")
+    failed = any(r["status"] == "failed" for r in rows)
+    raise typer.Exit(ExitStatus.FAILURE if failed else ExitStatus.OK)
 
 
 @mcp_app.command(
@@ -85,7 +88,6 @@ def mcp_list(
     "comments. Exit codes: 0 done, 2 usage error (a name already configured: nothing written).",
 )
 def mcp_import(
-    ctx: typer.Context,
     file: Annotated[str, typer.Argument(metavar="FILE", help="The JSON file to read.")],
     into: Annotated[
         str | None,
@@ -108,48 +110,46 @@ def mcp_import(
         ),
     ] = False,
 ) -> None:
-    from cli.app import command
+    from cli.mcp.importing import environment_reads, imported
+    from cli.ui.text import sanitize
 
-    with command(ctx) as terminal:
-        from cli.mcp.importing import environment_reads, imported
-        from cli.ui.text import sanitize
+    terminal = Terminal.from_process()
+    if into is None:
+        from cli.mcp.importing import to_yaml
 
-        if into is None:
-            from cli.mcp.importing import to_yaml
-
-            terminal.stdout.write(to_yaml(file))
-            reads = environment_reads(imported(file)[0])
-            terminal.stderr.write("".join(f"note: {sanitize(r.note())}\n" for r in reads))
-            if not terminal.stdout.isatty():  # `>> config.yaml`: a second mcp: if it has one
-                terminal.stderr.write(
-                    "note: --into CONFIG adds them to a config file that has an mcp: section "
-                    "already (as `agent init` writes it), comments kept\n"
-                )
-            return
-        import os
-
-        from cli.errors import UsageError
-        from cli.fs.paths import expand_user
-        from cli.mcp.importing import sent_away
-        from cli.mcp.merging import merge_servers, read_config_text, write_config
-
-        target = os.path.join(terminal.cwd, expand_user(into, terminal.home))
-        servers, comments = imported(file)
-        reads = environment_reads(servers)
-        refusal = "" if allow_env else sent_away(reads)
-        if refusal:
-            raise UsageError(f"{file}: {refusal}")
-        merged = merge_servers(read_config_text(target), servers, comments, into)
-        if not merged.added:
-            nothing = f"no MCP servers in {sanitize(file)}: {sanitize(into)} is unchanged"
-            terminal.stderr.write(nothing + "\n")
-            return
-        write_config(target, merged.text)
-        for line in comments[1:]:
-            terminal.stderr.write(f"note: {sanitize(line.removeprefix('# '))}\n")
+        terminal.stdout.write(to_yaml(file))
+        reads = environment_reads(imported(file)[0])
         terminal.stderr.write("".join(f"note: {sanitize(r.note())}\n" for r in reads))
-        names = ", ".join(merged.added)
-        terminal.stderr.write(
-            f"added to {sanitize(into)} under mcp.servers: {sanitize(names)} "
-            "(`agent mcp list` starts them and lists their tools)\n"
-        )
+        if not terminal.stdout.isatty():  # `>> config.yaml`: a second mcp: if it has one
+            terminal.stderr.write(
+                "note: --into CONFIG adds them to a config file that has an mcp: section "
+                "already (as `agent init` writes it), comments kept\n"
+            )
+        return
+    import os
+
+    from cli.errors import UsageError
+    from cli.fs.paths import expand_user
+    from cli.mcp.importing import sent_away
+    from cli.mcp.merging import merge_servers, read_config_text, write_config
+
+    target = os.path.join(terminal.cwd, expand_user(into, terminal.home))
+    servers, comments = imported(file)
+    reads = environment_reads(servers)
+    refusal = "" if allow_env else sent_away(reads)
+    if refusal:
+        raise UsageError(f"{file}: {refusal}")
+    merged = merge_servers(read_config_text(target), servers, comments, into)
+    if not merged.added:
+        nothing = f"no MCP servers in {sanitize(file)}: {sanitize(into)} is unchanged"
+        terminal.stderr.write(nothing + "\n")
+        return
+    write_config(target, merged.text)
+    for line in comments[1:]:
+        terminal.stderr.write(f"note: {sanitize(line.removeprefix('# '))}\n")
+    terminal.stderr.write("".join(f"note: {sanitize(r.note())}\n" for r in reads))
+    names = ", ".join(merged.added)
+    terminal.stderr.write(
+        f"added to {sanitize(into)} under mcp.servers: {sanitize(names)} "
+        "(`agent mcp list` starts them and lists their tools)\n"
+    )

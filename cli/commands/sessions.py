@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli.commands.complete import session_names
+from cli.commands.frame import Terminal
 
 if TYPE_CHECKING:
     from cli.records.sessions import Session, SessionStore, UnreadableSession
@@ -20,6 +21,11 @@ sessions_app = typer.Typer(
     invoke_without_command=True,
     rich_markup_mode=None,
 )
+
+# What this module adds to `agent`: cli.app's COMMANDS names each, and imports this module
+# only when the command line needs one of them.
+commands = typer.Typer()
+commands.add_typer(sessions_app)
 
 
 @sessions_app.callback()
@@ -36,47 +42,42 @@ def sessions_list(
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
-    from cli.app import command
+    from cli.ui.text import sanitize
 
-    with command(ctx) as terminal:
-        from cli.ui.text import sanitize
-
-        rows = [_row(entry) for entry in _store(terminal.environ).listing()]
-        if as_json:
-            terminal.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
-            return
-        if not rows:
-            terminal.stderr.write("no saved sessions yet: `agent chat` saves one per chat\n")
-            return
-        for row in rows:
-            if "error" in row:
-                terminal.stdout.write(
-                    f"{sanitize(str(row['name'])):<24} unreadable: {sanitize(str(row['error']))}"
-                    f" (agent sessions rm {sanitize(str(row['name']))} removes it)\n"
-                )
-                continue
-            when = str(row["last_used"]).replace("T", " ").removesuffix("+00:00")
+    terminal = Terminal.from_process()
+    rows = [_row(entry) for entry in _store(terminal.environ).listing()]
+    if as_json:
+        terminal.stdout.write(json.dumps(rows, ensure_ascii=False) + "\n")
+        return
+    if not rows:
+        terminal.stderr.write("no saved sessions yet: `agent chat` saves one per chat\n")
+        return
+    for row in rows:
+        if "error" in row:
             terminal.stdout.write(
-                f"{sanitize(str(row['name'])):<24} {row['kind']:<4} {when} UTC  "
-                f"{row['turns']:>3} {'turn ' if row['turns'] == 1 else 'turns'}  "
-                f"{sanitize(str(row['model']))}  "
-                f"{sanitize(str(row['cwd']))}\n"
+                f"{sanitize(str(row['name'])):<24} unreadable: {sanitize(str(row['error']))}"
+                f" (agent sessions rm {sanitize(str(row['name']))} removes it)\n"
             )
+            continue
+        when = str(row["last_used"]).replace("T", " ").removesuffix("+00:00")
+        terminal.stdout.write(
+            f"{sanitize(str(row['name'])):<24} {row['kind']:<4} {when} UTC  "
+            f"{row['turns']:>3} {'turn ' if row['turns'] == 1 else 'turns'}  "
+            f"{sanitize(str(row['model']))}  "
+            f"{sanitize(str(row['cwd']))}\n"
+        )
 
 
 @sessions_app.command("rm", help="Remove the saved session NAME.")
 def sessions_rm(
-    ctx: typer.Context,
     name: Annotated[
         str,
         typer.Argument(metavar="NAME", help="The session to remove.", autocompletion=session_names),
     ],
 ) -> None:
-    from cli.app import command
-
-    with command(ctx) as terminal:
-        path = _store(terminal.environ).remove(name)
-        terminal.stderr.write(f"removed {path}\n")
+    terminal = Terminal.from_process()
+    path = _store(terminal.environ).remove(name)
+    terminal.stderr.write(f"removed {path}\n")
 
 
 def _row(entry: Session | UnreadableSession) -> dict[str, Any]:

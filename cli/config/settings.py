@@ -67,8 +67,8 @@ API_KINDS = ("native", "openai")
 # cli/safety/sensitive.py, read by the policy, the sandbox and the audit redactor alike; the YAML
 # adds to them (policy.secrets, policy.execution_surfaces, and the regex forms below).
 
-# The seed's command deny list, as case-insensitive regular expressions searched anywhere in
-# the command. It catches the obvious spellings only: see README "Safety".
+# The default command deny list, as case-insensitive regular expressions searched anywhere in
+# the command. It catches the obvious spellings only: see docs/safety.md.
 DEFAULT_COMMAND_DENY = (
     r"\brm\s+(-[a-z]*\s+)*-[a-z]*(r[a-z]*f|f[a-z]*r)[a-z]*\s+(/|/\*|~|\$HOME)(\s|$)",
     r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",

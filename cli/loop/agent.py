@@ -1,4 +1,4 @@
-"""The agent loop (seed §2.3, §3.7, §8): messages + tools → typed events. Never prints.
+"""The agent loop: messages + tools → typed events. Never prints.
 
 One turn: send the conversation, accumulate the streamed answer, append it; if it asked for
 tools, decide on each call (policy → approver → execute), append one tool message per call

@@ -1,4 +1,4 @@
-"""The system prompt: the seed's tool-safety rules (§10.2) and where the agent stands."""
+"""The system prompt: the tool-safety rules and where the agent stands."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-# Seed §10.2, in English, plus the one rule prompt injection makes necessary.
+# The tool-safety rules, plus the one rule prompt injection makes necessary.
 TOOL_RULES = """\
 [Tool use rules]
 1. You can read and change files on the user's local file system with the tools you are given.

@@ -31,8 +31,8 @@ MAX_ERROR = 200
 # Kept in the record however long they are (up to MAX_KEPT): what a reader of the log needs
 # to know what was touched or run. Secrets inside them are still redacted.
 _KEPT = frozenset({"path", "cwd", "command"})
-# File contents in our tools' arguments, kept as size and sha256 only, however short (README
-# promises contents stay out of the log): what write_file writes, and the text edit_file
+# File contents in our tools' arguments, kept as size and sha256 only, however short (the docs
+# promise contents stay out of the log): what write_file writes, and the text edit_file
 # finds and puts in its place. A search's query is not content: it is kept as a command is.
 _SUMMARISED = frozenset({"content", "old_string", "new_string"})
 

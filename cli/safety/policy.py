@@ -2,7 +2,7 @@
 
 Pure but for three looks at the file system: resolving symlinks, counting hard links, and,
 for a file with hard links, whether it is a secret under another name (cli/safety/secret_files.py).
-The order of the rules is a contract (README "Policy"): unknown/disabled tool → blocked or
+The order of the rules is a contract (docs/configuration.md): unknown/disabled tool → blocked or
 sensitive path (a secret by name, or by identity: a hard link to one) → outside the allowed
 dirs → hard link, protected file → command rules → the tool's setting.
 """
@@ -496,7 +496,7 @@ class Policy:
         self, command: str, setting: Action, paths: dict[str, ResolvedPath]
     ) -> Decision:
         # The deny list is a warning, not a wall: a substring list is bypassed by quoting,
-        # variables and a hundred other spellings (README "Safety"); the sandbox is the wall.
+        # variables and a hundred other spellings (docs/safety.md); the sandbox is the wall.
         # A match still always needs a person to say yes.
         flat = " ".join(command.split())
         warnings = tuple(

@@ -9,7 +9,7 @@ at start. It is kept while every directory it walked is unchanged (a new key in 
 changes `~/.ssh`), looked at again at most once a second. A secret it does not know — found
 only by a wildcard or a regex (`*.pem`, a project's `.env`), beyond `MAX_ENTRIES`, or made
 since the last look — is still a file with hard links, which nothing returns without a
-person's yes (README "Safety"): the index turns that question into a refusal where it can.
+person's yes (docs/safety.md): the index turns that question into a refusal where it can.
 """
 
 from __future__ import annotations

@@ -504,7 +504,7 @@ EXECUTION_SURFACES = (
 # A name starting with a dot configures a program far more often than not, and the programs
 # are countless (`.pdbrc` runs Python in pdb, `~/.lesskey` sets LESSOPEN=|cmd for less, which
 # is git's and man's pager, `.iex.exs`, `.ocamlinit`, `~/.erlang`…): no list of them is ever
-# complete. So every dot-entry counts as configuration (README "Safety"): under a dot-entry
+# complete. So every dot-entry counts as configuration (docs/safety.md): under a dot-entry
 # of the home dir whatever the allowed dirs, and below an allowed dir under unattended
 # approval, except these names, each read by its programs as patterns or plain settings only
 # (no include of code, no command, no plugin). `policy.plain_dotfiles` adds to them.

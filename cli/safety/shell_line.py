@@ -25,7 +25,7 @@ Wrappers are unwrapped to the command they run: `env CMD` (no options or assignm
 `timeout [-s SIG] [-k DUR] [--foreground] [--preserve-status] DURATION CMD`, `xargs` with
 `-0 -r -t -n N -L N -P N` (the arguments it appends are an UNKNOWN word; `-I` asks), and
 `sh`/`bash`/`dash -c 'LINE'`, LINE read by these same rules. `sudo`, `su`, `doas` and other
-shells ask. A substring deny list is no security boundary (see README "Safety"); this is
+shells ask. A substring deny list is no security boundary (see docs/safety.md); this is
 only about what may skip a question.
 
 A prefix then allows a command only up to the options that write a file or start another

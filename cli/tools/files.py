@@ -1,4 +1,4 @@
-"""read_file, write_file, edit_file, create_directory, delete_file (seed §5.1)."""
+"""read_file, write_file, edit_file, create_directory, delete_file."""
 
 from __future__ import annotations
 

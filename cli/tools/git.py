@@ -730,7 +730,7 @@ def _gate_rule(ctx: ToolContext, names: list[str], decided: str | None) -> str |
     The staged side (the index, HEAD) is blob content no file holds now: a section is left
     out when the file at its path is refused today (a blob staged from a hard link to a key
     is caught while that link is there); a blob whose file is gone, or no longer linked,
-    cannot be told from any other content and is shown (README "Safety": a secret tracked by
+    cannot be told from any other content and is shown (docs/safety.md: a secret tracked by
     git stays readable through git). A file that is not there (a deletion) or not a regular
     file (a symlink, whose section holds its target's name, not its content) has no content
     of its own to check."""

@@ -1,4 +1,4 @@
-"""list_directory (seed §5.1.3)."""
+"""list_directory."""
 
 from __future__ import annotations
 

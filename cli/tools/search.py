@@ -1,4 +1,4 @@
-"""search_files (seed §5.1.4): filenames by glob, contents by literal substring."""
+"""search_files: filenames by glob, contents by literal substring."""
 
 from __future__ import annotations
 

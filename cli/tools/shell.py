@@ -1,4 +1,4 @@
-"""run_command (seed §5.1.7): off by default, every run confirmed unless the YAML says
+"""run_command: off by default, every run confirmed unless the YAML says
 otherwise, and every run inside an OS sandbox (cli/safety/sandbox/launch.py) unless the YAML says
 `policy.commands.sandbox: off`. Output is capped while it is read, a timeout kills the whole
 process group, and CPU, memory and process limits hold."""

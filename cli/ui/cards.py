@@ -1,4 +1,4 @@
-"""Tool call cards (seed §9.1–9.2): a title line with icon, tool, key arguments and status,
+"""Tool call cards: a title line with icon, tool, key arguments and status,
 and a short, folded preview of the result. Model-supplied text is sanitised and shown as
 `Text`, never as markup."""
 

@@ -1,5 +1,5 @@
 """`agent chat`'s consumer of loop events: the answer streamed as Markdown, thinking dimmed,
-a card per tool call (seed §9) and a stats line per answer.
+a card per tool call and a stats line per answer.
 
 Everything the model wrote goes through `sanitize` and is shown as `Text` or Markdown, never
 as rich markup, so a path like `[bold]x` prints as written, and no control sequence of the

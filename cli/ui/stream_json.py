@@ -4,9 +4,9 @@ of stdout, written (and flushed) as it happens, for scripts that watch a run.
 Another consumer of the loop's events, beside the stderr trace (cli/ui/trace.py), which
 still runs: the trace is for a person, this is for a program. Every line is an object with
 a `type`; the first is `start` (with the schema's `version`), the last is `end` (with
-`stop_reason`), also after an error (`"error"`) and after Ctrl-C (`"interrupted"`). README
-("stream-json") documents each type and its fields. A change that removes or renames a
-field raises `VERSION`; a new field or a new type does not.
+`stop_reason`), also after an error (`"error"`) and after Ctrl-C (`"interrupted"`).
+docs/chat-and-run.md ("stream-json") documents each type and its fields. A change that
+removes or renames a field raises `VERSION`; a new field or a new type does not.
 """
 
 from __future__ import annotations

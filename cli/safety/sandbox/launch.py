@@ -1,7 +1,7 @@
 """Where run_command's commands run: which OS sandbox this machine offers, and the launch that
 puts one command inside it (pure but for lazy, cached probes; no UI).
 
-A deny list of command strings is no boundary (README "Safety"); this is. Two sandboxes, as
+A deny list of command strings is no boundary (docs/safety.md); this is. Two sandboxes, as
 Codex CLI and Claude Code do it on Linux:
 
 bwrap     bubblewrap: a command sees only what it needs (`view`): the system dirs read-only,
@@ -58,7 +58,7 @@ INSTALL_HINT = "install bubblewrap (`sudo apt-get install bubblewrap`)"
 # writable dirs does not enter: tool-managed, often huge, not where a user keeps
 # credentials, and written by every build. A secret-named file inside them stays readable
 # to commands, and what in them runs later (cargo's target/, .terraform providers) stays
-# writable (README "Safety" says so). Environments and dependencies (.venv, node_modules,
+# writable (docs/safety.md says so). Environments and dependencies (.venv, node_modules,
 # __pycache__) are execution surfaces in cli/safety/sensitive.py: locked whole, not entered.
 SCAN_SKIP = frozenset(
     {
@@ -99,8 +99,8 @@ NEEDED_DIRS = (
 # Devices a Landlock-confined command may open (bwrap's --dev makes the same set).
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
-# What a command sees of the machine outside the allowed dirs is an allow list (README
-# "Safety"): a read-only bind of `/` showed every other folder's credentials and every
+# What a command sees of the machine outside the allowed dirs is an allow list
+# (docs/safety.md): a read-only bind of `/` showed every other folder's credentials and every
 # daemon's socket (connect(2) works through a read-only mount; Docker Desktop's socket under
 # ~/.docker is root on the host). These are the system's programs, libraries and settings,
 # which only root can change; everything else (/home, /root, /srv, /mnt, /media, /var, /run,

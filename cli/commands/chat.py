@@ -1,0 +1,192 @@
+"""`agent chat`: the interactive session."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from cli.commands.complete import session_names
+from cli.commands.frame import (
+    ApiOpt,
+    ConfigOpt,
+    HostOpt,
+    McpConfigOpt,
+    ModelOpt,
+    NoInstructionsOpt,
+    Terminal,
+    ThinkLevelOpt,
+    ThinkOpt,
+    isatty,
+    think_choice,
+)
+from cli.commands.signals import stopped_by_signals
+from cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from cli.loop.agent import Agent
+    from cli.wiring import Choices
+
+# What this module adds to `agent`: cli.app's COMMANDS names each, and imports this module
+# only when the command line needs one of them.
+commands = typer.Typer()
+
+
+@commands.command(
+    "chat",
+    help="An interactive session: the model works on your files turn by turn, every risky "
+    "call is confirmed, and the conversation is kept (and saved) across turns. /help inside "
+    "lists the commands and keys.",
+)
+def chat(
+    model: ModelOpt = None,
+    host: HostOpt = None,
+    config: ConfigOpt = None,
+    think: ThinkOpt = None,
+    think_level: ThinkLevelOpt = None,
+    api: ApiOpt = None,
+    no_instructions: NoInstructionsOpt = False,
+    mcp_config: McpConfigOpt = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Reopen a saved session: NAME, or the latest chat of this directory when NAME "
+            "is left out.",
+        ),
+    ] = False,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="NAME", help="The session --resume reopens.", autocompletion=session_names
+        ),
+    ] = None,
+) -> None:
+    terminal = Terminal.from_process()
+    if name is not None and not resume:
+        raise UsageError(
+            f"a session name ({name}) only goes with --resume: agent chat --resume {name}"
+        )
+    from cli.wiring import Choices
+
+    thinking = think_choice(think, think_level)
+    choices = Choices(
+        model,
+        host,
+        config,
+        thinking,
+        api=api,
+        instructions=False if no_instructions else None,
+        mcp_config=mcp_config,
+    )
+    code = _chat(terminal, choices, resume, name)
+    raise typer.Exit(code)
+
+
+def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) -> int:
+    from rich.markup import escape
+
+    from cli.config.settings import data_dir, state_dir
+    from cli.records.audit_events import session_log
+    from cli.records.sessions import SessionStore
+    from cli.ui.approve import ChatApprover, Consequences
+    from cli.ui.keys import PromptKeys, TypeAhead
+    from cli.ui.layout import FittedConsole
+    from cli.ui.render import ChatRenderer
+    from cli.ui.repl import ChatSession, think_state
+    from cli.ui.text import sanitize
+    from cli.wiring import build_agent, load
+
+    if not (isatty(terminal.stdin) and isatty(terminal.stdout)):
+        # prompt-toolkit would warn, repaint into the pipe and read answers from it.
+        raise UsageError(
+            "agent chat needs a terminal (stdin and stdout); for scripts and pipes use "
+            'agent run: echo "…" | agent run -'
+        )
+    config = load(choices, terminal.environ)
+    console = FittedConsole(file=terminal.stdout, highlight=False)  # TERM=dumb too
+    consequences = Consequences(config.policy.trash, config.policy.commands.sandbox)
+    typeahead = TypeAhead(terminal.stdin, terminal.stdout)
+    keys = PromptKeys(typeahead=typeahead)
+    approver = ChatApprover(
+        console, keys, cwd=terminal.cwd, consequences=consequences, bell=config.agent.bell
+    )
+    agent = build_agent(
+        choices,
+        config,
+        environ=terminal.environ,
+        cwd=terminal.cwd,
+        home=terminal.home,
+        approver=lambda _policy: approver,
+    )
+    with contextlib.closing(agent), stopped_by_signals(agent.mcp is not None):
+        info = agent.model_info()  # fails here, with exit 1, if the server or model is missing
+        settings = agent.settings
+        console.print(
+            f"[bold]metona-agent[/] · {escape(sanitize(settings.model))} · "
+            f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
+            f"tools {'on' if agent.tools_on() else 'off'} · "
+            f"confirm: {escape(agent.policy.config.confirm)} · "
+            f"think {think_state(settings.think) if info.supports_thinking else 'off'}"
+            " [dim]· /help[/]",
+            highlight=False,
+        )
+        if agent.policy.config.confirm == "none":  # nothing but deletes is asked: said apart
+            console.print(f"[yellow]{escape(CONFIRM_NONE)}[/]", highlight=False)
+        if info.note:  # what the backend had to assume about the model, said once
+            console.print(f"[yellow]note:[/] {escape(sanitize(info.note))}", highlight=False)
+        read = agent.instructions.summary()
+        if read:
+            console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
+        for note in agent.instructions.notes:
+            console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
+        if not _whole_tree_agreed(agent, console, keys):
+            return 0
+        renderer = ChatRenderer(
+            console,
+            cwd=agent.policy.cwd,
+            show_thinking=bool(settings.think),
+            model=settings.model,
+            keys=typeahead,
+            waited=lambda: approver.waited,
+        )
+        store = SessionStore(data_dir(terminal.environ) / "sessions")
+        session = ChatSession(
+            agent,
+            console,
+            renderer,
+            approver,
+            store,
+            history_file=state_dir(terminal.environ) / "history",
+            audit_log=session_log(terminal.environ, agent.policy.cwd),
+            max_sessions=config.agent.max_sessions,
+        )
+        if resume:
+            session.load(name)
+        return session.run()
+
+
+CONFIRM_NONE = (
+    "confirm: none — writes, edits and moves run without asking; deletes still ask "
+    "(/tools lists each tool)"
+)
+
+
+def _whole_tree_agreed(agent: Agent, console: Any, keys: Any) -> bool:
+    """Chat started in / or the home directory: said, and asked once whether to go on."""
+    from rich.text import Text
+
+    from cli.safety.policy import whole_trees
+    from cli.ui.text import sanitize
+
+    trees = whole_trees(agent.policy)
+    for tree in trees:
+        line = f"⚠ the allowed directory is {sanitize(tree)}: the model may read and change "
+        console.print(Text(line + "files anywhere under it", "yellow"))
+    if not trees:
+        return True
+    if keys.read_key("work here anyway?  [y] yes  [n] no, quit  ", "yn") == "y":
+        return True
+    console.print(Text("cd into your project, then: agent chat", "dim"))
+    return False
