@@ -184,17 +184,29 @@ class _Params:
 _REGEX_SPECIAL = frozenset("\\.^$*+?()[]{}|")
 
 
+# Letters that Unicode case folding (which a folding volume may use) takes for an ASCII one:
+# LONG S is `s`, KELVIN SIGN is `k` (Python's re.IGNORECASE knows the same two).
+_FOLDS_TO_ASCII = {"s": "\u017f", "k": "\u212a"}
+
+
 def fold_regex(path: str) -> str:
-    """A regex body matching `path` with ASCII letters in either case (macOS's
-    case-insensitive volumes fold those; other letters are matched as they are)."""
+    """A regex body matching `path` with its letters in either case, and with the letters
+    Unicode case folding takes for an ASCII one (`\u017f` for `s`, `\u212a` for `k`).
+    ASCII pairs are a bracket (`[Ss]`); where a non-ASCII letter is among the spellings, an
+    alternation (`(s|S|\u017f)`), since Seatbelt's regexes may see a bracket byte by byte."""
     out = []
     for c in path:
-        if c.isascii() and c.isalpha():
-            out.append(f"[{c.upper()}{c.lower()}]")
-        elif c in _REGEX_SPECIAL:
+        if c in _REGEX_SPECIAL:
             out.append("\\" + c)
-        else:
+            continue
+        forms = [c, c.upper(), c.lower(), _FOLDS_TO_ASCII.get(c.lower(), "")]
+        forms = [f for f in dict.fromkeys(forms) if len(f) == 1]
+        if len(forms) == 1:
             out.append(c)
+        elif all(f.isascii() for f in forms):
+            out.append("[" + "".join(sorted(forms)) + "]")
+        else:
+            out.append("(" + "|".join(forms) + ")")
     return "".join(out)
 
 
