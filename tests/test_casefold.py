@@ -531,3 +531,36 @@ def test_lists_match_a_home_spelled_in_the_other_normal_form() -> None:
     # What HFS+ ignores in names, the lists ignore (git's `.g<ZWNJ>it` is `.git` there).
     assert classes.surfaces.match(f"/Users/Jos{NFC_E}/src/.g{ZWNJ}it/config")
     assert classes.secrets.match_entry(f"/Users/Jos{NFC_E}/.s{ZWNJ}sh")
+
+
+def test_a_new_surface_spelled_with_a_ligature_is_not_written_unattended(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    """Full Unicode case folding (the mount's, Python's casefold) takes `\ufb06` for `st`,
+    `\ufb01` for `fi` and `\u00df` for `ss`: a file made as `sitecu\ufb06omize.py` is the
+    `sitecustomize.py` Python runs at start-up. A name that does not exist yet has no
+    spelling on disk to be checked by, so the lists must fold it themselves. (Dot-entries
+    such as `.github/work\ufb02ows/ci.yml` need a person anyway, being dot-entries.)"""
+    (workspace / "lib").mkdir()
+    got = run_calls(
+        make_agent,
+        ollama,
+        [
+            tool_call("write_file", {"path": "sitecu\ufb06omize.py", "content": "import os"}),
+            tool_call("write_file", {"path": "lib/usercu\ufb05omize.py", "content": "x"}),
+            tool_call("write_file", {"path": "lib/notes.txt", "content": "fine"}),
+        ],
+    )
+    assert [r["success"] for r in got] == [False, False, True], got
+    assert sorted(os.listdir(workspace)) == ["lib"]
+    assert os.listdir(workspace / "lib") == ["notes.txt"]
+
+
+def test_the_lists_fold_letters_that_fold_to_more_than_one() -> None:
+    classes = sensitive.build("/Users/me")
+    assert classes.secrets.match("/Users/me/.pa\u00dfword-store/x")
+    assert classes.secrets.match_entry("/Users/me/.pa\u00dfword-store")
+    assert classes.surfaces.match("/w/lib/sitecu\ufb06omize.py")
+    assert classes.surfaces.match_entry("/w/.github/work\ufb02ows")
+    assert classes.surfaces.match("/Users/me/.con\ufb01g/fish/config.fish")
+    assert not classes.secrets.match("/Users/me/notes-\u00df.txt")
