@@ -564,3 +564,22 @@ def test_the_lists_fold_letters_that_fold_to_more_than_one() -> None:
     assert classes.surfaces.match_entry("/w/.github/work\ufb02ows")
     assert classes.surfaces.match("/Users/me/.con\ufb01g/fish/config.fish")
     assert not classes.secrets.match("/Users/me/notes-\u00df.txt")
+
+
+def test_a_dot_entry_behind_an_ignored_code_point_needs_a_person(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    """HFS+ (and the mount) leave ZWNJ and friends out of names: `<ZWNJ>.foorc` is the
+    `.foorc` a program reads, so it is a dot-entry like any other (one that is on no list:
+    dot-entries are protected as such, whatever their name)."""
+    got = run_calls(
+        make_agent,
+        ollama,
+        [
+            tool_call("write_file", {"path": f"{ZWNJ}.foorc", "content": "x"}),
+            tool_call("write_file", {"path": "sub/\ufeff.foorc/x", "content": "x"}),
+            tool_call("write_file", {"path": "notes.txt", "content": "fine"}),
+        ],
+    )
+    assert [r["success"] for r in got] == [False, False, True], got
+    assert sorted(os.listdir(workspace)) == ["notes.txt"]

@@ -554,7 +554,7 @@ def home_dot_entry(path: str, homes: Sequence[str]) -> str | None:
         prefix = home.rstrip("/") + "/"
         if path.startswith(prefix):
             first = path[len(prefix) :].split("/", 1)[0]
-            if first.startswith("."):
+            if nfc(first).startswith("."):
                 return prefix + first
     return None
 
@@ -566,7 +566,9 @@ def dot_component(path: str, root: str, plain: Callable[[str], bool]) -> str | N
         return None
     parts = path[len(root.rstrip("/")) + 1 :].split("/")
     for index, part in enumerate(parts):
-        if part.startswith(".") and not (index == len(parts) - 1 and plain(part)):
+        # As the lists see it: HFS+ leaves ZWNJ and friends out, `<ZWNJ>.bashrc` is `.bashrc`.
+        name = nfc(part)
+        if name.startswith(".") and not (index == len(parts) - 1 and plain(name)):
             return part
     return None
 
