@@ -39,6 +39,7 @@ from tests.fake_ollama import FakeOllama, reply, tool_call
 
 FS_SCRIPT = Path(__file__).resolve().parent / "fakes" / "casefold_fs.py"
 REQUIRED = os.environ.get("METONA_CASEFOLD_REQUIRED") == "1"
+READDIR_LOG = "readdir.log"  # beside the mount: the dirs the mount was asked to list
 MOUNT_WAIT = 60  # a backstop for a mount that never comes up, not a timing assertion
 
 KEY = (
@@ -80,12 +81,14 @@ def folding_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     backing.mkdir()
     mount.mkdir()
     log = base / "fs.log"
+    env = {**os.environ, "CASEFOLD_FS_READDIR_LOG": str(base / READDIR_LOG)}
     with log.open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, str(FS_SCRIPT), str(backing), str(mount)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
+            env=env,
         )
     deadline = time.monotonic() + MOUNT_WAIT
     while not os.path.ismount(mount) and proc.poll() is None and time.monotonic() < deadline:
@@ -583,3 +586,26 @@ def test_a_dot_entry_behind_an_ignored_code_point_needs_a_person(
     )
     assert [r["success"] for r in got] == [False, False, True], got
     assert sorted(os.listdir(workspace)) == ["notes.txt"]
+
+
+def test_resolving_paths_in_a_large_dir_lists_it_once(place: Path) -> None:
+    """On a folding disk each existing component is spelled as its directory holds it,
+    which takes a listing; a dir of many entries (a build output, a data set) is listed
+    once while it is unchanged, not once per path resolved in it."""
+    big = place / "big"
+    big.mkdir()
+    backing = Path(str(big).replace(f"{os.sep}mnt{os.sep}", f"{os.sep}backing{os.sep}", 1))
+    for i in range(folding.CACHED_LISTING_MIN + 10):
+        (backing / f"File{i:05d}.txt").touch()
+    log = place.parent.parent / READDIR_LOG
+    listed = "/" + str(big.relative_to(place.parent))
+    before = log.read_text().splitlines().count(listed) if log.exists() else 0
+    names = [f"File{i:05d}.txt" for i in range(0, folding.CACHED_LISTING_MIN, 20)]
+    for name in names:
+        for spelling in (name, name.upper()):
+            got = resolve_path(str(big / spelling), str(place), str(place))
+            assert got.real == str(big / name), spelling
+    assert log.read_text().splitlines().count(listed) - before == 1
+    (big / "New.txt").touch()  # the dir changed: listed again, and the new entry found
+    assert resolve_path(str(big / "NEW.TXT"), str(place), str(place)).real == str(big / "New.txt")
+    assert log.read_text().splitlines().count(listed) - before == 2
