@@ -21,8 +21,11 @@ over an earlier one, so every deny comes after the allows it cuts into):
 No path is ever written into the profile: each goes in a parameter (`-D P3=/Users/me/x`,
 read by `(param "P3")`), so a path with a quote, a parenthesis, a backslash, a newline or
 non-ASCII letters cannot break or extend the profile, which stays ASCII. Paths are matched
-both exactly and, where the disk folds case, by a regex that folds ASCII case and takes
-the NFC and NFD spellings: on a case-insensitive volume `~/.SSH/ID_RSA` is `~/.ssh/id_rsa`.
+both exactly and, where the disk folds case, by a regex that folds each letter's case (and
+takes U+017F for `s`, U+212A for `k`, as Unicode's simple case folding does) in the NFC and
+NFD spellings: on a case-insensitive volume `~/.SSH/ID_RSA` is `~/.ssh/id_rsa`. Not matched:
+what only full case folding joins (`\u00df` and `ss`, the ligature `\ufb02` and `fl`), nor the
+code points HFS+ leaves out of names; the file tools check those (cli/safety/sensitive.py).
 """
 
 from __future__ import annotations
