@@ -226,6 +226,25 @@ def test_a_secret_in_the_allowed_dir_stays_hidden_when_renamed_or_linked(mac: Ma
     assert (mac.ws / "config" / "deploy.pem").read_text() == MARK
 
 
+def test_a_secret_in_the_allowed_dir_stays_hidden_in_unicode_spellings(mac: Mac) -> None:
+    """APFS ignores normalisation name by name, so a path may mix NFC and NFD; on a
+    case-insensitive volume U+212A (KELVIN SIGN) may stand for `k` (Unicode case folding).
+    Whether APFS opens the file by each spelling or not, the secret is never shown."""
+    keys = mac.ws / "cl\u00e9s"
+    keys.mkdir()
+    (keys / "k\u00e9y.pem").write_text(MARK)
+    for spelling in (
+        "cle\u0301s/k\u00e9y.pem",
+        "cl\u00e9s/ke\u0301y.pem",
+        "CLE\u0301S/K\u00c9Y.PEM",
+        "cl\u00e9s/\u212a\u00e9y.pem",
+        "cle\u0301s/\u212ae\u0301y.pem",
+    ):
+        result = mac.run(f"cat '{spelling}'")
+        assert MARK not in result["stdout"] + result["stderr"], (ascii(spelling), result)
+    assert (keys / "k\u00e9y.pem").read_text() == MARK
+
+
 def test_system_dirs_are_readable_but_not_writable(mac: Mac) -> None:
     result = mac.run("head -1 /etc/passwd >/dev/null && ls /usr/bin >/dev/null && echo ok")
     assert result["stdout"] == "ok\n", result

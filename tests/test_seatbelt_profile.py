@@ -510,3 +510,35 @@ def test_the_approval_card_says_a_command_runs_under_seatbelt() -> None:
     linux = Consequences(sandbox_mode="seatbelt", available=("bwrap",), platform="linux")
     assert linux.sandbox_line().plain.startswith("  will not run: policy.commands.sandbox is")
     assert "macOS" in linux.sandbox_line().plain
+
+
+def test_letters_the_disk_folds_to_ascii_are_denied_too() -> None:
+    """Unicode case folding takes LATIN SMALL LETTER LONG S (U+017F) for `s` and KELVIN SIGN
+    (U+212A) for `k`; a folding volume that uses it finds `.github/wor\u212aflows` for
+    `.github/workflows`: the deny must match those spellings as well as ASCII's two cases.
+    Other letters fold both ways as well (`CLÉ.pem` is `clé.pem`)."""
+    p = profile(CASES["default"])
+    for spelling in ("wor\u212aflows", "workflow\u017f", "WORKFLOW\u017f"):
+        path = f"{HOME}/proj/.github/{spelling}/ci.yml"
+        assert decides(p, "file-write-data", path) == "deny", spelling
+    accented = profile(grants(hidden=(*grants().hidden, f"{HOME}/proj/cl\u00e9.pem")))
+    assert decides(accented, "file-read-data", f"{HOME}/proj/CL\u00c9.pem") == "deny"
+    assert p.text.isascii()
+    body = fold_regex("/s/k")
+    assert re.fullmatch(body, "/\u017f/\u212a") and not re.fullmatch(body, "/t/k")
+
+
+@pytest.mark.parametrize("fold_case", [True, False], ids=["folding", "case_sensitive"])
+def test_a_path_in_mixed_normal_forms_is_denied_too(fold_case: bool) -> None:
+    """APFS ignores normalisation name by name, case-sensitive or not: `Jose\u0301/proj/clé.pem`
+    (the home's name in NFD, the file's in NFC) opens the secret `José/proj/clé.pem`, which
+    neither its all-NFC nor its all-NFD spelling matches."""
+    home = "/Users/Jos\u00e9"
+    secret = f"{home}/proj/cl\u00e9.pem"
+    p = profile(grants(home, hidden=(*grants(home).hidden, secret), fold_case=fold_case))
+    assert decides(p, "file-read-data", secret) == "deny"
+    for mixed in ("/Users/Jose\u0301/proj/cl\u00e9.pem", "/Users/Jos\u00e9/proj/cle\u0301.pem"):
+        assert decides(p, "file-read-data", mixed) == "deny", ascii(mixed)
+        assert decides(p, "file-write-data", mixed) == "deny", ascii(mixed)
+    assert decides(p, "file-write-data", f"{home}/proj/notes.txt") == "allow"
+    assert p.text.isascii()

@@ -15,6 +15,7 @@ directory folds or cannot be told.
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 import unicodedata
@@ -101,26 +102,59 @@ def on_disk(path: str) -> str:
 def _entry_name(directory: str, name: str, info: os.stat_result) -> str:
     """The name `directory` holds for the entry `name` found (`info`): `name` itself if
     listed, else the listed name of the same fold that is the same file."""
-    key = fold(name)
-    candidates: list[str] = []
-    others: list[str] = []
-    try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.name == name:
-                    return name
-                (candidates if fold(entry.name) == key else others).append(entry.name)
-    except OSError:
+    listing = _listing(directory)
+    if listing is None:
         return name  # unlistable (execute-only): the spelling given is all there is
+    names, by_fold = listing
+    candidates: list[str] = by_fold.get(fold(name), [])
+    if name in candidates:
+        return name
     # Then any entry that is the same file: a disk may take other aliases (8.3 short names,
     # trailing dots) for a name.
-    for candidate in (*candidates, *others[:_ALIAS_ENTRIES]):
+    others = itertools.islice((n for n in names if n not in candidates), _ALIAS_ENTRIES)
+    for candidate in itertools.chain(candidates, others):
         try:
             if _same(os.lstat(os.path.join(directory, candidate)), info):
                 return candidate
         except OSError:
             continue
     return name
+
+
+# A dir of at least this many entries keeps its listing while it is unchanged (its mtime,
+# ctime, size and links the same): spelling a path in it then costs a stat, not a listing
+# of the whole dir (each tool call resolves its paths twice, each component in turn).
+CACHED_LISTING_MIN = 1000
+_LISTINGS_KEPT = 8
+_Listing = tuple[list[str], dict[str, list[str]]]
+_LISTINGS: dict[tuple[int, int], tuple[tuple[int, int, int, int], _Listing]] = {}
+
+
+def _listing(directory: str) -> _Listing | None:
+    """`directory`'s names in the order listed, and by fold; None: it cannot be listed."""
+    try:
+        info = os.stat(directory)
+    except (OSError, ValueError):
+        return None
+    key = (info.st_dev, info.st_ino)
+    version = (info.st_mtime_ns, info.st_ctime_ns, info.st_size, info.st_nlink)
+    kept = _LISTINGS.get(key)
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    try:
+        with os.scandir(directory) as entries:
+            names = [entry.name for entry in entries]
+    except OSError:
+        return None
+    by_fold: dict[str, list[str]] = {}
+    for n in names:
+        by_fold.setdefault(fold(n), []).append(n)
+    if len(names) >= CACHED_LISTING_MIN:
+        _LISTINGS.pop(key, None)
+        while len(_LISTINGS) >= _LISTINGS_KEPT:
+            del _LISTINGS[next(iter(_LISTINGS))]
+        _LISTINGS[key] = (version, (names, by_fold))
+    return names, by_fold
 
 
 _FOLDS: dict[tuple[int, int], bool] = {}

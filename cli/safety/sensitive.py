@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cli.fs.folding import nfc, on_disk
+from cli.fs.folding import fold, nfc, on_disk
 from cli.fs.globs import glob_regex, has_wildcards
 
 # Words that name a secret: in file names (`credentials`, `password`) and, for the audit
@@ -554,7 +554,7 @@ def home_dot_entry(path: str, homes: Sequence[str]) -> str | None:
         prefix = home.rstrip("/") + "/"
         if path.startswith(prefix):
             first = path[len(prefix) :].split("/", 1)[0]
-            if first.startswith("."):
+            if nfc(first).startswith("."):
                 return prefix + first
     return None
 
@@ -566,7 +566,9 @@ def dot_component(path: str, root: str, plain: Callable[[str], bool]) -> str | N
         return None
     parts = path[len(root.rstrip("/")) + 1 :].split("/")
     for index, part in enumerate(parts):
-        if part.startswith(".") and not (index == len(parts) - 1 and plain(part)):
+        # As the lists see it: HFS+ leaves ZWNJ and friends out, `<ZWNJ>.bashrc` is `.bashrc`.
+        name = nfc(part)
+        if name.startswith(".") and not (index == len(parts) - 1 and plain(name)):
             return part
     return None
 
@@ -634,6 +636,8 @@ class PathClass:
     def _compile(self) -> None:
         # Paths are matched in normal form C (`match` normalises them), so the entries are.
         regexes, homes = [nfc(r) for r in self.regexes], [nfc(h) for h in self.homes]
+        # A path is also matched fully case folded (`match`): so is its home then.
+        homes = list(dict.fromkeys([*homes, *(fold(h) for h in homes if not h.isascii())]))
         anchored_parts, relative_parts, free_parts = [], [], [f"(?:{r})" for r in regexes]
         single, nested, nested_globs = [], [], []
         span = 1
@@ -689,6 +693,14 @@ class PathClass:
     def match(self, path: str) -> bool:
         """True if `path` (absolute, or as the model wrote it) is in this class."""
         path = nfc(path)
+        if self._match(path):
+            return True
+        # Full case folding, which a folding disk may use: `\ufb06` is `st`, `\u00df` `ss`
+        # (re.IGNORECASE folds one letter to one letter only).
+        folded = path if path.isascii() else fold(path)
+        return folded != path and self._match(folded)
+
+    def _match(self, path: str) -> bool:
         if self._anchored.match(path) or self._free.search(path):
             return True
         return any(self._relative.match(path, start) for start in _starts(path))
@@ -699,6 +711,12 @@ class PathClass:
         component starts need trying, however deep the path (tests/test_path_classes.py
         compares it with `match`)."""
         path = nfc(path)
+        if self._match_entry(path):
+            return True
+        folded = path if path.isascii() else fold(path)
+        return folded != path and self._match_entry(folded)
+
+    def _match_entry(self, path: str) -> bool:
         roots = self._anchored_roots
         if roots is None or not path.isascii():
             if self._anchored.match(path):

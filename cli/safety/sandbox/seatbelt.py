@@ -21,8 +21,13 @@ over an earlier one, so every deny comes after the allows it cuts into):
 No path is ever written into the profile: each goes in a parameter (`-D P3=/Users/me/x`,
 read by `(param "P3")`), so a path with a quote, a parenthesis, a backslash, a newline or
 non-ASCII letters cannot break or extend the profile, which stays ASCII. Paths are matched
-both exactly and, where the disk folds case, by a regex that folds ASCII case and takes
-the NFC and NFD spellings: on a case-insensitive volume `~/.SSH/ID_RSA` is `~/.ssh/id_rsa`.
+both exactly and by a regex that takes each composed letter in NFC or NFD, name by name,
+and where the disk folds case, each letter in either case (with U+017F for `s`, U+212A for
+`k`, as Unicode's simple case folding does): on a case-insensitive volume `~/.SSH/ID_RSA` is
+`~/.ssh/id_rsa`, and on any APFS volume `Jose\u0301/cl\u00e9.pem` is `Jos\u00e9/cl\u00e9.pem`.
+Not matched: what only full case folding joins (`\u00df` and `ss`, the ligature `\ufb02` and
+`fl`), nor the code points HFS+ leaves out of names; the file tools check those
+(cli/safety/sensitive.py).
 """
 
 from __future__ import annotations
@@ -184,17 +189,34 @@ class _Params:
 _REGEX_SPECIAL = frozenset("\\.^$*+?()[]{}|")
 
 
-def fold_regex(path: str) -> str:
-    """A regex body matching `path` with ASCII letters in either case (macOS's
-    case-insensitive volumes fold those; other letters are matched as they are)."""
+# Letters that Unicode case folding (which a folding volume may use) takes for an ASCII one:
+# LONG S is `s`, KELVIN SIGN is `k` (Python's re.IGNORECASE knows the same two).
+_FOLDS_TO_ASCII = {"s": "\u017f", "k": "\u212a"}
+
+
+def fold_regex(path: str, fold_case: bool = True) -> str:
+    """A regex body matching `path` in every spelling its volume takes for it: each composed
+    letter in NFC or NFD, name by name (APFS ignores normalisation, case-sensitive or not:
+    `Jose\u0301/cl\u00e9.pem` is `Jos\u00e9/cl\u00e9.pem`), and with `fold_case` each letter in
+    either case, with the letters Unicode case folding takes for an ASCII one (`\u017f` for
+    `s`, `\u212a` for `k`). ASCII pairs are a bracket (`[Ss]`); anything else an alternation
+    (`(s|S|\u017f)`), since Seatbelt's regexes may see a bracket byte by byte."""
     out = []
-    for c in path:
-        if c.isascii() and c.isalpha():
-            out.append(f"[{c.upper()}{c.lower()}]")
-        elif c in _REGEX_SPECIAL:
+    for c in unicodedata.normalize("NFC", path):
+        if c in _REGEX_SPECIAL:
             out.append("\\" + c)
-        else:
+            continue
+        cases = [c]
+        if fold_case:
+            cases += [c.upper(), c.lower(), _FOLDS_TO_ASCII.get(c.lower(), "")]
+        cases = [f for f in dict.fromkeys(cases) if len(f) == 1]
+        forms = list(dict.fromkeys(f for v in cases for f in (v, unicodedata.normalize("NFD", v))))
+        if len(forms) == 1:
             out.append(c)
+        elif all(len(f) == 1 and f.isascii() for f in forms):
+            out.append("[" + "".join(sorted(forms)) + "]")
+        else:
+            out.append("(" + "|".join(_quote_regex(f) for f in forms) + ")")
     return "".join(out)
 
 
@@ -248,9 +270,9 @@ def profile(grants: Grants) -> Profile:
         for path in dict.fromkeys(paths):
             for spelling in spellings(path):
                 out.append(f"({'literal' if literal else 'subpath'} {p(spelling)})")
-                if grants.fold_case:
-                    tail = "$" if literal else "(/|$)"
-                    out.append(f"(regex {p('^' + fold_regex(spelling) + tail)})")
+            if grants.fold_case or not path.isascii():
+                tail = "$" if literal else "(/|$)"
+                out.append(f"(regex {p('^' + fold_regex(path, grants.fold_case) + tail)})")
         return out
 
     def exact(paths: Iterable[str], literal: bool = False) -> list[str]:
@@ -316,9 +338,8 @@ def profile(grants: Grants) -> Profile:
         lines += ["", "; no new entry in these dirs"]
         closed = []
         for path in dict.fromkeys(grants.closed):
-            for spelling in spellings(path):
-                body = fold_regex(spelling) if grants.fold_case else _quote_regex(spelling)
-                closed.append(f"(regex {p('^' + body + '/[^/]+$')})")
+            body = fold_regex(path, grants.fold_case)
+            closed.append(f"(regex {p('^' + body + '/[^/]+$')})")
         lines += _rule("deny file-write-create", closed)
     hidden = [h for h in dict.fromkeys(grants.hidden) if hideable(h, grants)]
     lines += ["", "; secrets and blocked dirs: neither read nor written nor run"]
