@@ -2,7 +2,7 @@
 that becomes the final answer or the `--json` object on stdout.
 
 The trace (tool names and arguments, thinking, notices) is sanitised wherever stderr goes;
-the answer on stdout only on a terminal (see `app.py`): piped, it is the model's text.
+the answer on stdout only on a terminal (see `commands/run.py`): piped, it is the model's text.
 
 On a terminal there is more: the answer streams onto stdout as chat renders it (Markdown,
 sanitised), a status line on stderr says what the run waits for while nothing else shows
