@@ -34,7 +34,6 @@ ended up in the trash is someone's data, not ours to count or empty.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -47,6 +46,7 @@ from typing import Any, Literal
 
 from cli.backends.messages import JSONTooDeep, loads_json
 from cli.errors import StateCorrupt, Unrecorded
+from cli.fs import _platform
 from cli.fs.stored import (
     MAX_JOURNAL_BYTES,
     MAX_NOTE_BYTES,
@@ -463,7 +463,7 @@ class ChangeStore:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _platform.lock_exclusive(fd)
             if not self._recovered:
                 self._recovered = True
                 self._recover()
@@ -665,11 +665,11 @@ class ChangeStore:
                 line = b"\n" + line
             try:
                 _write_all(fd, line)
-                os.fsync(fd)
+                _platform.full_fsync(fd)
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, end)
-                    os.fsync(fd)
+                    _platform.full_fsync(fd)
                 raise self._unrecorded(exc) from None
             created = end == 0
         finally:
@@ -1044,7 +1044,7 @@ def _write_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     try:
         _write_all(fd, data)
         if sync:
-            os.fsync(fd)
+            _platform.full_fsync(fd)
     finally:
         os.close(fd)
     if sync:
@@ -1057,7 +1057,7 @@ def _fsync_dir(directory: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
+        _platform.full_fsync(fd)
     except OSError:
         pass  # some file systems refuse fsync on a directory; the file itself is synced
     finally:

@@ -13,7 +13,6 @@ returned (file contents, command output) is never written, only its size and suc
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import math
@@ -31,7 +30,7 @@ from typing import Any
 
 from cli.backends.messages import JSONTooDeep, ToolCall, loads_json
 from cli.config.settings import MCP_PREFIX, state_dir
-from cli.fs import stored
+from cli.fs import _platform, stored
 from cli.loop import outcomes
 from cli.loop.events import Event, Notice, ToolCallProposed, ToolDecided, ToolResult
 from cli.loop.outcomes import Outcome
@@ -566,7 +565,7 @@ def append_record(path: Path, fields: Mapping[str, Any]) -> dict[str, Any]:
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+        _platform.lock_exclusive(fd)  # released when fd is closed
         last, complete = _last_line(fd)
         record = {**fields, "prev": GENESIS if last is None else last}
         record["hash"] = _sha256(canonical(record).encode("ascii"))

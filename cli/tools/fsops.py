@@ -26,14 +26,13 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import platform
 import stat
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
+from cli.fs import _platform
 from cli.fs.paths import FileId, file_id, is_within
 from cli.tools import trees
 from cli.tools.base import NO_DEADLINE, Deadline, ToolContext, ToolError
@@ -45,7 +44,7 @@ TEMP_PREFIX = ".metona-tmp."
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # O_PATH (Linux) opens a directory for lookups only: no read permission needed, nothing run.
-_O_PATH = getattr(os, "O_PATH", 0)
+_O_PATH = _platform.O_PATH
 _DIR_FLAGS = (_O_PATH or os.O_RDONLY) | os.O_DIRECTORY | _CLOEXEC
 # One walk step. Not O_DIRECTORY: with O_PATH|O_NOFOLLOW a symlink would then fail as ENOTDIR,
 # hiding what it is; fstat tells instead.
@@ -54,8 +53,7 @@ _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
 _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_NOFOLLOW | _CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 
-# openat2(2): the syscall number is the same on both (new syscalls share one table since 5.1).
-_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}
+# openat2(2)'s resolve flags (the call itself: cli.fs._platform.openat2).
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
@@ -178,45 +176,10 @@ def target(ctx: ToolContext, path: str, checked: FileId | None = None) -> Target
 # -- reaching a path -------------------------------------------------------------------------
 
 
-@functools.cache
 def _openat2() -> Callable[[int, str, int], int] | None:
-    """The openat2 system call through ctypes, or None where this machine cannot make it."""
-    number = _SYS_OPENAT2.get(platform.machine()) if sys.platform == "linux" else None
-    if number is None:
-        return None
-    import ctypes  # here: only the first file operation pays for it
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-    syscall = libc.syscall
-    syscall.restype = ctypes.c_long
-    # All longs: syscall(2) is variadic and reads each argument as a full register.
-    syscall.argtypes = [
-        ctypes.c_long,
-        ctypes.c_long,
-        ctypes.c_char_p,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-    ]
-
-    class OpenHow(ctypes.Structure):  # struct open_how {u64 flags; u64 mode; u64 resolve;}
-        _fields_ = [
-            ("flags", ctypes.c_uint64),
-            ("mode", ctypes.c_uint64),
-            ("resolve", ctypes.c_uint64),
-        ]
-
-    def call(dir_fd: int, path: str, flags: int) -> int:
-        how = OpenHow(flags, 0, _RESOLVE)
-        fd = syscall(number, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
-        if fd < 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code), path)
-        return int(fd)
-
-    return call
+    """The openat2 system call, or None where this machine (or the platform layer forced to
+    its portable fallbacks) cannot make it."""
+    return _platform.openat2(_RESOLVE)
 
 
 @functools.cache
@@ -1015,7 +978,7 @@ def _replace(
             if old is not None:
                 keep_attributes(fd, old, functools.partial(xattrs_at, dir_fd, name, old))
             os.fchmod(fd, mode)
-            os.fsync(fd)
+            _platform.full_fsync(fd)
             written = os.fstat(fd)
             fd, closing = -1, fd
             os.close(closing)
@@ -1170,7 +1133,7 @@ def _fsync_dir(dir_fd: int) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
+        _platform.full_fsync(fd)
     except OSError:
         pass  # some file systems refuse fsync on directories; the rename itself happened
     finally:
@@ -1185,18 +1148,7 @@ def _unlink_quietly(dir_fd: int, name: str) -> None:
 
 
 def _umask() -> int:
-    # Linux shows it in /proc (4.7+); elsewhere reading it means setting it, which is not
-    # thread-safe, so that is the fallback only.
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    return _platform.umask()
 
 
 # -- paths no policy checked (the approval card's diff, session files) ----------------------

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Any
 
+from cli.fs import _platform
 from cli.fs.paths import ResolvedPath, is_within
 from cli.tools import fsops, gate
 from cli.tools.base import DeadlineExceeded, Result, ToolContext, ToolError
@@ -189,12 +190,8 @@ def _limit_memory(pid: int, limit: int) -> None:
     """Cap git's heap: a config can point core.attributesFile at /dev/zero, one endless line.
     Set after the start rather than in a preexec_fn, which is unsafe with threads; git has
     read nothing of the repository in that moment."""
-    try:
-        import resource
-
-        resource.prlimit(pid, resource.RLIMIT_DATA, (limit, limit))
-    except (ImportError, AttributeError, OSError, ValueError):
-        pass  # not Linux, or git already exited: the timeout still holds
+    # Not Linux, or git already exited: nothing is set, and the timeout still holds.
+    _platform.limit_memory(pid, limit, heap_only=True)
 
 
 def _read(proc: subprocess.Popen[bytes], cap: int, git: _Git) -> tuple[bytes, bytes, bool]:

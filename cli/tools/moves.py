@@ -9,7 +9,8 @@ refused (`~/.config` moved to `~/cfg` would turn `~/.config/gh/hosts.yml` into a
 policy no longer knows as a secret), and one holding an execution surface, or that would make
 one, needs a person.
 
-The rename itself is one `renameat2(RENAME_NOREPLACE)` between two directory fds reached
+The rename itself is one no-replace rename (`renameat2(RENAME_NOREPLACE)` on Linux, see
+cli/fs/_platform.py elsewhere) between two directory fds reached
 without following a symlink (fsops.parent_dir), so nothing that appears at the destination
 between the check and the rename is overwritten. An existing destination is replaced only with
 `overwrite`, and then it first goes to the trash (a change `agent undo` reverses: the entry
@@ -21,15 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import stat
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cli.fs import _platform
 from cli.fs.paths import ResolvedPath
 from cli.journal.changes import Change, Check, Commit, identity
 from cli.tools import fsops
@@ -334,53 +334,6 @@ def _rename_error(exc: OSError, src: fsops.Target, dst: fsops.Target) -> ToolErr
 
 
 def _rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
-    call = _renameat2()
-    if call is not None:
-        try:
-            call(src_fd, src, dst_fd, dst, RENAME_NOREPLACE)
-            return
-        except OSError as exc:
-            # ENOSYS: an old kernel or a seccomp filter; EINVAL: a file system without the
-            # flag (some FUSE and network ones). Fall back to look-then-rename, whose window
-            # is the one call between the two.
-            if exc.errno not in (errno.ENOSYS, errno.EINVAL, errno.EPERM):
-                raise
-    if _exists(dst_fd, dst):
-        raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
-    os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
-
-
-def _exists(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
-@functools.cache
-def _renameat2() -> Callable[[int, str, int, str, int], None] | None:
-    """glibc's renameat2 through ctypes (Linux ≥ 3.15, glibc ≥ 2.28), or None."""
-    if sys.platform != "linux":
-        return None
-    import ctypes
-
-    try:
-        function = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return None
-    function.restype = ctypes.c_int
-    function.argtypes = [
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_uint,
-    ]
-
-    def call(src_fd: int, src: str, dst_fd: int, dst: str, flags: int) -> None:
-        if function(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), flags) != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code), dst)
-
-    return call
+    # The platform layer's no-replace rename: atomic on Linux and macOS; where neither call
+    # works, link+unlink or mkdir-then-rename (cli/fs/_platform.py says what each can miss).
+    _platform.rename_noreplace(src_fd, src, dst_fd, dst)
