@@ -40,6 +40,7 @@ from cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_STEP_LIMIT,
+    EXIT_USAGE,
     AgentError,
     UsageError,
 )
@@ -312,10 +313,35 @@ def stopped_line(signum: int) -> str:
 
 @contextlib.contextmanager
 def command(ctx: typer.Context) -> Iterator[Terminal]:
-    """Every command's frame: the process's terminal, and its errors as exit codes."""
+    """Every command's frame: the process's terminal, and its errors as exit codes. On native
+    Windows, a command that needs POSIX ends here: one line, exit 2, nothing of it imported."""
     terminal = Terminal.from_process()
+    from cli.fs import _platform
+
+    if _platform.WINDOWS:
+        name = command_name(ctx)
+        if name not in WINDOWS_READY:
+            terminal.stderr.write(f"agent: `agent {name}`: {_platform.WINDOWS_LINE}\n")
+            raise typer.Exit(EXIT_USAGE)
     with exit_codes(terminal, bool(ctx.obj and ctx.obj.get("debug"))):
         yield terminal
+
+
+# What works on native Windows, by the words after `agent`: reading and writing the config.
+# Every other command reaches files through directory fds (openat, O_NOFOLLOW, flock), runs
+# commands in a POSIX sandbox, or is built by cli.wiring, which imports the change store and
+# the tools (`models` too, though it only asks the server): WSL2 until then.
+WINDOWS_READY = frozenset({"config", "config path", "init"})
+
+
+def command_name(ctx: typer.Context) -> str:
+    """The command's words after `agent` ("sessions rm")."""
+    words: list[str] = []
+    current: typer.Context | None = ctx
+    while current is not None and current.parent is not None:
+        words.append(current.info_name or "")
+        current = current.parent  # type: ignore[assignment]
+    return " ".join(reversed(words))
 
 
 # -- agent run -------------------------------------------------------------------------------
@@ -398,9 +424,9 @@ def run(
         ),
     ] = False,
 ) -> None:
-    from cli.wiring import Choices
-
     with command(ctx) as terminal:
+        from cli.wiring import Choices
+
         thinking = think_choice(think, think_level)
         choices = Choices(
             model,
