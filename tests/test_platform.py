@@ -282,3 +282,23 @@ def test_mount_ids_are_the_kernels_on_linux_and_none_elsewhere(tmp_path: Path) -
         assert isinstance(found, int)
     else:
         assert found is None
+
+
+def test_a_childs_memory_is_capped_on_linux_and_left_elsewhere() -> None:
+    import resource
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        done = _platform.limit_memory(child.pid, 1 << 30)
+        done_heap = _platform.limit_memory(child.pid, 1 << 29, heap_only=True)
+        limit = resource.prlimit(child.pid, resource.RLIMIT_AS)
+        heap = resource.prlimit(child.pid, resource.RLIMIT_DATA)
+    finally:
+        child.kill()
+        child.wait()
+    if _platform.LINUX:
+        assert done and done_heap
+        assert limit == (1 << 30, 1 << 30) and heap == (1 << 29, 1 << 29)
+    else:
+        assert not done and not done_heap
+        assert limit != (1 << 30, 1 << 30)

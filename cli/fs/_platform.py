@@ -39,10 +39,15 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 _fcntl: ModuleType | None
+_resource: ModuleType | None
 try:  # POSIX only: absent on native Windows
     import fcntl as _fcntl
 except ImportError:  # native Windows (and its simulation in tests)
     _fcntl = None
+try:
+    import resource as _resource
+except ImportError:
+    _resource = None
 
 VARIABLE = "METONA_PLATFORM"
 NAMES = ("linux", "macos", "portable", "windows")
@@ -339,14 +344,12 @@ def limit_memory(pid: int, limit: int, *, heap_only: bool = False) -> bool:
     before exec is unsafe in a process with threads: RLIMIT_DATA with `heap_only`, else
     RLIMIT_AS. True if set. Linux: prlimit(2). macOS and portable: nothing (no prlimit;
     macOS does not enforce RLIMIT_AS either) — the caller's timeouts still hold."""
-    if not LINUX:
+    if not LINUX or _resource is None:
         return False
     try:
-        import resource
-
-        kind = resource.RLIMIT_DATA if heap_only else resource.RLIMIT_AS
-        resource.prlimit(pid, kind, (limit, limit))
-    except (ImportError, AttributeError, OSError, ValueError):
+        kind = _resource.RLIMIT_DATA if heap_only else _resource.RLIMIT_AS
+        _resource.prlimit(pid, kind, (limit, limit))
+    except (AttributeError, OSError, ValueError):
         return False  # the child already exited, or no prlimit
     return True
 
