@@ -319,6 +319,8 @@ class ChangeStore:
                 _put_back(check, (self.root / "trash").resolve())
                 if not self._void(change):
                     continue  # the marker stays for the next start
+            elif change is not None and change.session == session and check.kind == "arrive":
+                _finish_linked_move(check, change)
             _unlink(marker)
 
     def _last_id_written(self) -> int:
@@ -997,6 +999,29 @@ def _put_back(check: Check, trash: Path) -> None:
         return
     with contextlib.suppress(OSError):
         os.rename(source, place)
+
+
+def _finish_linked_move(check: Check, change: Change) -> None:
+    """A move made by link, then unlink (the platform layer's portable fallback, where no
+    no-replace rename exists) whose process died between the two: the entry has arrived and
+    its old name is still there, the same inode under both. The old name goes, as the move
+    would have removed it; only a name of that very inode, which lives on at the
+    destination, so nothing can be lost (the marker is read as untrusted)."""
+    if change.origin is None or check.path != change.path or check.was is None:
+        return
+    parent, name = os.path.split(change.origin)
+    try:
+        dir_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if identity(info) == check.was and identity(os.lstat(check.path)) == check.was:
+            os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
 def _alive(pid: int) -> bool:
