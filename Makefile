@@ -1,11 +1,11 @@
-# Targets: install, run, test, lint, format, bench, e2e, clean. See README.
+# Targets: install, run, test, test-portable, lint, format, bench, e2e, clean. See README.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: install run test lint format bench e2e clean
+.PHONY: install run test test-portable lint format bench e2e clean
 
 install: $(STAMP)  ## .venv with the package (editable); says where `agent` is
 	@echo "agent is $(CURDIR)/$(BIN)/agent (for your projects: pipx install $(CURDIR), or uv tool install $(CURDIR))"
@@ -22,6 +22,23 @@ run: install  ## start an interactive session (make run ARGS="-m llama3.1")
 
 test: install lint  ## lint, then the whole test suite
 	$(BIN)/python -m pytest $(ARGS)
+
+# The file-tool, change-store, undo and adversarial path suites again, with the platform layer
+# forced to its portable fallbacks (no openat2, no O_PATH, no renameat2, no /proc: what macOS
+# and other systems get where they lack their own calls). By file name, wherever under tests/
+# the file is; a name that matches no file fails the target.
+PORTABLE_TESTS := test_platform test_tools test_edit_move test_store_edges test_write_ahead \
+	test_undo_session test_undo_stack test_undo_verify test_paths_adversarial \
+	test_path_classes test_data_safety test_whole_tree test_search_engines test_crash_sweep
+
+test-portable: install  ## the suites above under METONA_PLATFORM=portable
+	@files=""; for name in $(PORTABLE_TESTS); do \
+		found=$$(find tests -name "$$name.py" -print -quit); \
+		[ -n "$$found" ] || { echo "test-portable: no tests/**/$$name.py" >&2; exit 2; }; \
+		files="$$files $$found"; \
+	done; \
+	echo "METONA_PLATFORM=portable pytest$$files"; \
+	METONA_PLATFORM=portable $(BIN)/python -m pytest $$files $(ARGS)
 
 lint: install  ## ruff (lint + format check), mypy on cli/, the import rules (pyproject.toml)
 	$(BIN)/ruff check cli tests bench

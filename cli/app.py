@@ -133,8 +133,42 @@ def tolerate_any_encoding(*streams: object) -> None:
 def main() -> None:
     """Console-script entry point."""
     tolerate_any_encoding(sys.stdout, sys.stderr)
+    refusal = windows_refusal(sys.argv[1:])
+    if refusal:
+        sys.stderr.write(f"agent: {refusal}\n")
+        raise SystemExit(ExitStatus.USAGE)
     # also under `python -m cli`: help and completion name `agent`
     built_for(sys.argv[1:])(prog_name="agent")
+
+
+# What works on native Windows, by the words after `agent`: reading and writing the config.
+# Every other command reaches files through directory fds (openat, O_NOFOLLOW, flock), runs
+# commands in a POSIX sandbox, or is built by cli.wiring, which imports the change store and
+# the tools (`models` too, though it only asks the server): WSL2 until then.
+WINDOWS_READY = frozenset({"config", "config path", "init"})
+_GROUPS = frozenset({"sessions", "audit", "mcp", "config"})  # commands with subcommands
+
+
+def windows_refusal(argv: Sequence[str]) -> str | None:
+    """On native Windows, the one line a command that needs POSIX ends with, before anything
+    of it is imported; None elsewhere, and for help, --version, completion and the config
+    commands (`agent run --help` still shows what run would do)."""
+    if "_AGENT_COMPLETE" in os.environ or any(a in ("-h", "--help") for a in argv):
+        return None
+    at = next((i for i, a in enumerate(argv) if a == "--" or not a.startswith("-")), len(argv))
+    if at >= len(argv) or argv[at] not in COMMANDS:
+        return None  # no command (--version), or a word click will call unknown
+    from cli.fs import _platform
+
+    if not _platform.WINDOWS:
+        return None
+    words = [argv[at]]
+    if argv[at] in _GROUPS:  # the subcommand: its first word that is not an option
+        words += [a for a in argv[at + 1 :] if not a.startswith("-")][:1]
+    name = " ".join(words)
+    if name in WINDOWS_READY or words[0] == "config":
+        return None
+    return f"`agent {name}`: {_platform.WINDOWS_LINE}"
 
 
 def built_for(argv: Sequence[str]) -> typer.Typer:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from cli.fs import _platform
 from tests.fake_ollama import FakeOllama, reply, tool_call
 
 STRACE = shutil.which("strace")
@@ -30,7 +31,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 # The syscalls a change is made of: durability, the renames that make it, the store's lock.
-KILL_AT = ("fsync", "fdatasync", "rename", "renameat", "renameat2", "flock")
+# linkat and unlinkat: the two steps of a move where no no-replace rename exists (the platform
+# layer's portable fallback; `make test-portable` sweeps it), and the kill between them.
+KILL_AT = ("fsync", "fdatasync", "rename", "renameat", "renameat2", "flock", "linkat", "unlinkat")
 OLD, NEW, OTHER = "old content\r\nline two\n", "new content\n", "the file it replaces\n"
 POLICY = (
     "policy:\n  unattended: [write_file, edit_file, create_directory, move_file, delete_file]\n"
@@ -50,6 +53,8 @@ class Scenario:
 # the sweep checks it finds exactly these, so that README's figure stays what is swept; a
 # change to the write path that adds or drops one updates this (and README) on purpose.
 KILL_POINTS = {"write": 11, "edit": 12, "move": 8, "move_over": 13, "mkdir": 5, "delete": 10}
+if _platform.PORTABLE:  # a move's one renameat2 is a linkat and an unlinkat there
+    KILL_POINTS.update(move=9, move_over=14)
 
 SCENARIOS = [
     Scenario(

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from cli.config.settings import LimitsConfig, PolicyConfig
+from cli.fs import _platform
 from cli.fs.paths import resolve_path
 from cli.safety.policy import Policy
 from cli.tools import ToolContext, run_tool
@@ -692,6 +693,8 @@ def test_output_settings_of_the_repository_do_not_confuse_the_parse(
 def test_an_endless_attributes_file_is_stopped_by_the_memory_cap(
     make_tools: MakeTools, git: Git, workspace: Path
 ) -> None:
+    if not _platform.LINUX:
+        pytest.skip(f"the memory cap is prlimit, Linux's alone (platform layer: {_platform.NAME})")
     git.init(workspace, {"a.txt": "a\n"})
     config(workspace, "[core]\n\tattributesFile = /dev/zero\n")
     write(workspace / "a.txt", "changed\n")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from cli.fs import reach
+from cli.fs import _platform, reach
 from cli.journal.changes import Change, ChangeStore
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fake_ollama import FakeOllama, reply, tool_call
@@ -160,6 +160,15 @@ def bind_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Path]]
 
 
 def mount_bind(mounts: list[Path], source: Path, point: Path) -> None:
+    fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _platform.mount_id(fd) is None:
+            pytest.skip(
+                f"the platform layer ({_platform.NAME}) tells mounts by st_dev alone, which "
+                "cannot see a bind mount of the same file system (Linux reads mnt_id)"
+            )
+    finally:
+        os.close(fd)
     done = subprocess.run(["mount", "--bind", str(source), str(point)], capture_output=True)
     if done.returncode != 0:
         reason = done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"

@@ -102,7 +102,9 @@ def init(
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         # O_EXCL: never over an existing config, not even one made a moment ago.
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        # O_NOFOLLOW and O_BINARY: where the OS has them (POSIX; native Windows).
+        flags = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flags, 0o600)
     except FileExistsError:
         raise UsageError(
             f"{target} exists; it is not overwritten (edit it, or move it away first)"

@@ -26,20 +26,19 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import platform
 import stat
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from cli.errors import ToolError
+from cli.fs import _platform
 from cli.fs.paths import FileId, file_id, is_within
 from cli.fs.wording import os_error
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 # O_PATH (Linux) opens a directory for lookups only: no read permission needed, nothing run.
-_O_PATH = getattr(os, "O_PATH", 0)
+_O_PATH = _platform.O_PATH
 _DIR_FLAGS = (_O_PATH or os.O_RDONLY) | os.O_DIRECTORY | _CLOEXEC
 # One walk step. Not O_DIRECTORY: with O_PATH|O_NOFOLLOW a symlink would then fail as ENOTDIR,
 # hiding what it is; fstat tells instead.
@@ -49,8 +48,7 @@ _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_NOFOLLOW | _CL
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 
 
-# openat2(2): the syscall number is the same on both (new syscalls share one table since 5.1).
-_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}
+# openat2(2)'s resolve flags (the call itself: cli.fs._platform.openat2).
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
@@ -99,45 +97,10 @@ class Target:
         return tuple(below.strip("/").split("/")) if below.strip("/") else ()
 
 
-@functools.cache
 def _openat2() -> Callable[[int, str, int], int] | None:
-    """The openat2 system call through ctypes, or None where this machine cannot make it."""
-    number = _SYS_OPENAT2.get(platform.machine()) if sys.platform == "linux" else None
-    if number is None:
-        return None
-    import ctypes  # here: only the first file operation pays for it
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-    syscall = libc.syscall
-    syscall.restype = ctypes.c_long
-    # All longs: syscall(2) is variadic and reads each argument as a full register.
-    syscall.argtypes = [
-        ctypes.c_long,
-        ctypes.c_long,
-        ctypes.c_char_p,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-    ]
-
-    class OpenHow(ctypes.Structure):  # struct open_how {u64 flags; u64 mode; u64 resolve;}
-        _fields_ = [
-            ("flags", ctypes.c_uint64),
-            ("mode", ctypes.c_uint64),
-            ("resolve", ctypes.c_uint64),
-        ]
-
-    def call(dir_fd: int, path: str, flags: int) -> int:
-        how = OpenHow(flags, 0, _RESOLVE)
-        fd = syscall(number, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
-        if fd < 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code), path)
-        return int(fd)
-
-    return call
+    """The openat2 system call, or None where this machine (or the platform layer forced to
+    its portable fallbacks) cannot make it."""
+    return _platform.openat2(_RESOLVE)
 
 
 @functools.cache

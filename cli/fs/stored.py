@@ -53,7 +53,10 @@ def read_capped(path: str | Path, limit: int) -> bytes:
     """The file's bytes: Unreadable if it holds more than `limit` (no more than that is read)
     or is not a regular file (a FIFO would block, a device never end); OSError as opening
     and reading raise it."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    # Each flag where the OS has it: native Windows has none of the two (nor FIFOs), and
+    # wants O_BINARY for bytes as they are.
+    extra = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, os.O_RDONLY | extra)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Unreadable("not a regular file")

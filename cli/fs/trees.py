@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from cli.fs import attributes
+from cli.fs import _platform, attributes
 from cli.fs.deadline import NO_DEADLINE, Deadline
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -47,14 +47,7 @@ def mount_key(fd: int) -> MountKey:
 
 
 def _mount_id(fd: int) -> int | None:
-    try:
-        with open(f"/proc/self/fdinfo/{fd}", "rb") as info:
-            for line in info:
-                if line.startswith(b"mnt_id:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return _platform.mount_id(fd)
 
 
 def path_mount_key(path: str) -> MountKey | None:
@@ -352,7 +345,7 @@ class _Copy(Visitor):
         # we still fill it would be theirs to meddle with meanwhile.
         _keep_dir_attributes(self.current, info, dir_fd, name)
         with suppress(OSError):
-            os.fsync(self.current)  # its entries are durable before the source goes
+            _platform.full_fsync(self.current)  # its entries are durable before the source goes
         if self.stack:
             parent = _up(self.current, self.stack[-1], where)
             os.close(self.current)
@@ -413,7 +406,7 @@ def _copy_file(
             _keep_attributes(target, info, source)
             os.fchmod(target, stat.S_IMODE(info.st_mode))
             os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
-            os.fsync(target)
+            _platform.full_fsync(target)
         finally:
             os.close(target)
     finally:

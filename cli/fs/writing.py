@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from cli.errors import ToolError
+from cli.fs import _platform
 from cli.fs.attributes import keep_attributes, xattrs_at
 from cli.fs.fingerprint import Fingerprint
 from cli.fs.paths import FileId
@@ -227,7 +228,7 @@ def _replace(
             if old is not None:
                 keep_attributes(fd, old, functools.partial(xattrs_at, dir_fd, name, old))
             os.fchmod(fd, mode)
-            os.fsync(fd)
+            _platform.full_fsync(fd)
             written = os.fstat(fd)
             fd, closing = -1, fd
             os.close(closing)
@@ -254,7 +255,7 @@ def _fsync_dir(dir_fd: int) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
+        _platform.full_fsync(fd)
     except OSError:
         pass  # some file systems refuse fsync on directories; the rename itself happened
     finally:
@@ -269,18 +270,7 @@ def _unlink_quietly(dir_fd: int, name: str) -> None:
 
 
 def _umask() -> int:
-    # Linux shows it in /proc (4.7+); elsewhere reading it means setting it, which is not
-    # thread-safe, so that is the fallback only.
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    return _platform.umask()
 
 
 def atomic_write(path: str, data: bytes, *, new_mode: int | None = None) -> bool:

@@ -34,7 +34,6 @@ ended up in the trash is someone's data, not ours to count or empty.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -47,7 +46,7 @@ from typing import Any, Literal
 
 from cli.backends.messages import JSONTooDeep, loads_json
 from cli.errors import StateCorrupt, Unrecorded
-from cli.fs import trees
+from cli.fs import _platform, trees
 from cli.fs.stored import (
     MAX_JOURNAL_BYTES,
     MAX_NOTE_BYTES,
@@ -320,6 +319,8 @@ class ChangeStore:
                 _put_back(check, (self.root / "trash").resolve())
                 if not self._void(change):
                     continue  # the marker stays for the next start
+            elif change is not None and change.session == session and check.kind == "arrive":
+                _finish_linked_move(check, change)
             _unlink(marker)
 
     def _last_id_written(self) -> int:
@@ -464,7 +465,7 @@ class ChangeStore:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _platform.lock_exclusive(fd)
             if not self._recovered:
                 self._recovered = True
                 self._recover()
@@ -666,11 +667,11 @@ class ChangeStore:
                 line = b"\n" + line
             try:
                 _write_all(fd, line)
-                os.fsync(fd)
+                _platform.full_fsync(fd)
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, end)
-                    os.fsync(fd)
+                    _platform.full_fsync(fd)
                 raise self._unrecorded(exc) from None
             created = end == 0
         finally:
@@ -995,6 +996,29 @@ def _put_back(check: Check, trash: Path) -> None:
         os.rename(source, place)
 
 
+def _finish_linked_move(check: Check, change: Change) -> None:
+    """A move made by link, then unlink (the platform layer's portable fallback, where no
+    no-replace rename exists) whose process died between the two: the entry has arrived and
+    its old name is still there, the same inode under both. The old name goes, as the move
+    would have removed it; only a name of that very inode, which lives on at the
+    destination, so nothing can be lost (the marker is read as untrusted)."""
+    if change.origin is None or check.path != change.path or check.was is None:
+        return
+    parent, name = os.path.split(change.origin)
+    try:
+        dir_fd = os.open(parent or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if identity(info) == check.was and identity(os.lstat(check.path)) == check.was:
+            os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -1040,7 +1064,7 @@ def _write_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     try:
         _write_all(fd, data)
         if sync:
-            os.fsync(fd)
+            _platform.full_fsync(fd)
     finally:
         os.close(fd)
     if sync:
@@ -1053,7 +1077,7 @@ def _fsync_dir(directory: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
+        _platform.full_fsync(fd)
     except OSError:
         pass  # some file systems refuse fsync on a directory; the file itself is synced
     finally:

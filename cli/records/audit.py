@@ -15,7 +15,6 @@ reading back.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -27,7 +26,7 @@ from typing import Any
 
 from cli.backends.messages import JSONTooDeep, loads_json
 from cli.config.settings import state_dir
-from cli.fs import stored
+from cli.fs import _platform, stored
 
 GENESIS = "0" * 64  # the `prev` of the first record
 
@@ -76,7 +75,7 @@ def append_record(path: Path, fields: Mapping[str, Any]) -> dict[str, Any]:
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+        _platform.lock_exclusive(fd)  # released when fd is closed
         last, complete = _last_line(fd)
         record = {**fields, "prev": GENESIS if last is None else last}
         record["hash"] = _sha256(canonical(record).encode("ascii"))

@@ -24,7 +24,7 @@ from itertools import pairwise
 from typing import Any
 
 from cli.errors import ToolError
-from cli.fs import reading
+from cli.fs import _platform, reading
 from cli.fs.deadline import DeadlineExceeded
 from cli.fs.paths import ResolvedPath, is_within
 from cli.tools import gate
@@ -192,12 +192,8 @@ def _limit_memory(pid: int, limit: int) -> None:
     """Cap git's heap: a config can point core.attributesFile at /dev/zero, one endless line.
     Set after the start rather than in a preexec_fn, which is unsafe with threads; git has
     read nothing of the repository in that moment."""
-    try:
-        import resource
-
-        resource.prlimit(pid, resource.RLIMIT_DATA, (limit, limit))
-    except (ImportError, AttributeError, OSError, ValueError):
-        pass  # not Linux, or git already exited: the timeout still holds
+    # Not Linux, or git already exited: nothing is set, and the timeout still holds.
+    _platform.limit_memory(pid, limit, heap_only=True)
 
 
 def _read(proc: subprocess.Popen[bytes], cap: int, git: _Git) -> tuple[bytes, bytes, bool]:

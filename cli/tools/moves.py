@@ -9,12 +9,13 @@ refused (`~/.config` moved to `~/cfg` would turn `~/.config/gh/hosts.yml` into a
 policy no longer knows as a secret), and one holding an execution surface, or that would make
 one, needs a person.
 
-The rename itself is one `renameat2(RENAME_NOREPLACE)` between two directory fds reached
-without following a symlink (reach.parent_dir), so nothing that appears at the destination
-between the check and the rename is overwritten. An existing destination is replaced only with
-`overwrite`, and then it first goes to the trash (a change `agent undo` reverses: the entry
-moves back and what it replaced comes back from the trash). Across file systems a move would
-be a copy and a delete: refused, with what to do instead.
+The rename itself is one no-replace rename (`renameat2(RENAME_NOREPLACE)` on Linux,
+`renameatx_np(RENAME_EXCL)` on macOS, see cli/fs/_platform.py elsewhere) between two
+directory fds reached without following a symlink (reach.parent_dir), so nothing that
+appears at the destination between the check and the rename is overwritten. An existing
+destination is replaced only with `overwrite`, and then it first goes to the trash (a change
+`agent undo` reverses: the entry moves back and what it replaced comes back from the trash).
+Across file systems a move would be a copy and a delete: refused, with what to do instead.
 """
 
 from __future__ import annotations

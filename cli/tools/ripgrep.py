@@ -19,16 +19,15 @@ with), else the first on PATH. METONA_SEARCH_ENGINE=python turns it off, =rg req
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import resource
 import shutil
 import subprocess
 import sysconfig
 import time
 from collections.abc import Mapping
 
+from cli.fs import _platform
 from cli.fs.deadline import NO_DEADLINE, Deadline, DeadlineExceeded
 
 # The characters Rust's regex::escape escapes; any other is itself in rg's syntax, and some
@@ -199,11 +198,12 @@ class Proposer:
         if self._failed:
             return
         try:
+            # The directory the walk holds open, not its path (which may have been swapped
+            # since): entered by the child before rg runs (how: cli/fs/_platform.py).
+            argv, cwd = _platform.child_cwd(self._top_fd, [*self._command, *batch])
             proc = subprocess.Popen(
-                [*self._command, *batch],
-                # The directory the walk holds open, not its path (which may have been
-                # swapped since): the child's copy of the fd, entered before rg runs.
-                cwd=f"/proc/self/fd/{self._top_fd}",
+                argv,
+                cwd=cwd,
                 pass_fds=(self._top_fd,),
                 env={"PATH": os.defpath},
                 stdin=subprocess.DEVNULL,
@@ -221,5 +221,4 @@ def _limit_memory(pid: int) -> None:
     """rg's allocations past _MEMORY fail (it exits, and Python searches instead) rather
     than the machine swapping; set from outside (prlimit), since a hook run in the child
     before exec is unsafe in a process with threads."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        resource.prlimit(pid, resource.RLIMIT_AS, (_MEMORY, _MEMORY))
+    _platform.limit_memory(pid, _MEMORY)

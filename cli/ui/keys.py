@@ -18,10 +18,11 @@ import os
 import re
 import select
 import signal
-import termios
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+from cli.ui import _terminal
 
 if TYPE_CHECKING:
     from prompt_toolkit.input import Input
@@ -51,10 +52,7 @@ def terminal_fd(stream: object) -> int | None:
 
 def discard_pending_input(fd: int) -> None:
     """Drop what was typed on terminal `fd` and not read yet (a half-typed line too)."""
-    try:
-        termios.tcflush(fd, termios.TCIFLUSH)
-    except termios.error:
-        pass  # not a terminal after all: nothing is pending the way a tty holds it
+    _terminal.flush_input(fd)  # not a terminal after all: nothing is pending
 
 
 def read_fresh_line(stdin: TextIO) -> str:
@@ -67,9 +65,7 @@ def read_fresh_line(stdin: TextIO) -> str:
         return stdin.readline()
     before = _attributes(fd)
     if before is not None:
-        line_mode = list(before)
-        line_mode[3] |= termios.ICANON | termios.ECHO | termios.ISIG
-        _set(fd, line_mode)
+        _set(fd, _terminal.line_mode(before))
     try:
         discard_pending_input(fd)
         data = b""
@@ -132,16 +128,11 @@ class TypeAhead:
         saved = _attributes(self.fd)
         if saved is None:
             return
-        quiet = list(saved)
         if not self.keep:  # only the echo goes: what is typed stays for whoever reads next
-            quiet[3] &= ~termios.ECHO
-            if _set(self.fd, quiet):
+            if _set(self.fd, _terminal.without_echo(saved)):
                 self._saved = saved
             return
-        quiet[3] = (quiet[3] & ~(termios.ECHO | termios.ICANON)) | termios.NOFLSH | termios.ISIG
-        cc = list(quiet[6])
-        cc[termios.VMIN], cc[termios.VTIME] = 0, 0  # a read returns at once
-        quiet[6] = cc
+        quiet = _terminal.key_at_a_time(saved)  # a read returns at once
         if _set(self.fd, quiet):
             self._saved = saved
             self._watch()
@@ -257,18 +248,11 @@ def typed_text(keys: str) -> str:
 
 
 def _attributes(fd: int) -> list[Any] | None:
-    try:
-        return termios.tcgetattr(fd)
-    except termios.error:
-        return None
+    return _terminal.attributes(fd)
 
 
 def _set(fd: int, attributes: list[Any]) -> bool:
-    try:
-        termios.tcsetattr(fd, termios.TCSANOW, attributes)  # TCSANOW: keep what was typed
-    except termios.error:
-        return False
-    return True
+    return _terminal.set_attributes(fd, attributes)  # TCSANOW: keep what was typed
 
 
 def _foreground(fd: int) -> bool:
