@@ -32,8 +32,8 @@ from cli.ui.keys import PromptKeys
 from cli.ui.render import ChatRenderer
 from cli.ui.repl import COMMANDS, ChatSession
 from cli.wiring import Choices, build_agent
-from tests.fake_ollama import FakeOllama
-from tests.fake_openai import FakeOpenAI
+from tests.fakes.fake_ollama import FakeOllama
+from tests.fakes.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parent.parent
 
