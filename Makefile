@@ -20,8 +20,12 @@ $(STAMP): pyproject.toml
 run: install  ## start an interactive session (make run ARGS="-m llama3.1")
 	$(BIN)/agent chat $(ARGS)
 
+# The suite in parallel, one worker per core (pytest-xdist); worksteal evens out the long
+# sweeps. `make test WORKERS=0` runs it in one process.
+WORKERS ?= auto
+
 test: install lint  ## lint, then the whole test suite
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(ARGS)
 
 lint: install  ## ruff (lint + format check) and mypy on cli/
 	$(BIN)/ruff check cli tests bench

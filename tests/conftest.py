@@ -326,6 +326,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Note how long a whole-suite run took in .pytest_cache/metona-test-time.json (a run of
     some tests, or one that failed, is not the figure `make bench` reports)."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller reports
+        return
     whole = [str(Path(a).resolve()) for a in session.config.args] == [str(REPO / "tests")]
     if not _SESSION_STARTED or exitstatus != 0 or not whole:
         return

@@ -203,6 +203,9 @@ def check_invariant(world: World, scenario: Scenario, point: tuple[str, int]) ->
     return "changed and undone"
 
 
+# A sweep of many real runs: on a loaded machine it can take minutes. The bound is a backstop
+# against a hang (the runs have their own), not a timing assertion.
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_a_kill_at_every_fsync_rename_and_lock_loses_nothing(
     world: World, scenario: Scenario
