@@ -34,6 +34,7 @@ from cli.ui.repl import COMMANDS, ChatSession
 from cli.wiring import Choices, build_agent
 from tests.fakes.fake_ollama import FakeOllama
 from tests.fakes.fake_openai import FakeOpenAI
+from tests.fakes.scripted import ScriptedModel
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -205,6 +206,33 @@ def make_agent(ollama: FakeOllama, workspace: Path, home: Path) -> MakeAgent:
     ) -> Harness:
         choices = Choices(model=model, host=ollama.url, think=think, max_steps=max_steps)
         return harness(choices, yaml, workspace, home, answers)
+
+    return make
+
+
+@pytest.fixture
+def scripted() -> ScriptedModel:
+    """A scripted model in this process (tests/fakes/scripted.py), for the loop's logic."""
+    return ScriptedModel()
+
+
+@pytest.fixture
+def make_scripted_agent(scripted: ScriptedModel, workspace: Path, home: Path) -> MakeAgent:
+    """The real agent, built as make_agent builds it, talking to the scripted model instead
+    of a server: no HTTP, no wire format, only the loop."""
+
+    def make(
+        yaml: str = "",
+        *,
+        answers: list[Any] | None = None,
+        model: str | None = None,
+        max_steps: int | None = None,
+    ) -> Harness:
+        # A host nobody listens on: the backend built for it is replaced before any call.
+        choices = Choices(model=model, host="http://127.0.0.1:9", max_steps=max_steps)
+        made = harness(choices, yaml, workspace, home, answers)
+        made.agent.backend = scripted
+        return made
 
     return make
 
