@@ -275,6 +275,89 @@ def run_cli(workspace: Path, ollama: FakeOllama) -> RunCli:
     return run
 
 
+def run_in_process(
+    args: tuple[str, ...],
+    *,
+    input: str | None,
+    env: dict[str, str],
+    cwd: Path,
+) -> Completed:
+    """`agent ARGS` as `python -m cli` runs it (cli.app.main under sys.argv), but in this
+    process: argv, the environment, the working directory and the three standard streams are
+    the program's for the call, and given back after. The streams are real files, as a
+    subprocess's are: stdin is /dev/null, or a file holding `input` (piped, as
+    subprocess.run(input=…) pipes it); stdout and stderr are files, not terminals; both are
+    read back as subprocess.run(text=True) reads them. A command test whose point is not the
+    process (signals, a kill, start-up, the interpreter's own flags) runs this way, in
+    milliseconds instead of an interpreter's start-up."""
+    import tempfile
+
+    from cli.app import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved = (sys.argv, sys.stdin, sys.stdout, sys.stderr)
+    with contextlib.ExitStack() as files:
+        if input is None:
+            stdin = files.enter_context(open(os.devnull, encoding="utf-8"))
+        else:
+            stdin = files.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+            stdin.write(input)
+            stdin.seek(0)
+        out = files.enter_context(tempfile.TemporaryFile("w+b"))
+        err = files.enter_context(tempfile.TemporaryFile("w+b"))
+        stdout = io.TextIOWrapper(out, encoding="utf-8", line_buffering=True)
+        stderr = io.TextIOWrapper(err, encoding="utf-8", line_buffering=True)
+        code = 0
+        try:
+            os.environ.clear()
+            os.environ.update(env)
+            os.chdir(cwd)
+            sys.argv = [str(REPO / "cli" / "__main__.py"), *args]
+            sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+            try:
+                main()
+            except SystemExit as exc:
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:  # sys.exit("message"): Python prints it and exits 1
+                    print(exc.code, file=stderr)
+                    code = 1
+            finally:
+                stdout.flush()
+                stderr.flush()
+        finally:
+            sys.argv, sys.stdin, sys.stdout, sys.stderr = saved
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+        def text(data: io.BufferedRandom) -> str:
+            data.seek(0)
+            return io.TextIOWrapper(io.BytesIO(data.read()), encoding="utf-8").read()
+
+        return Completed(code, text(out), text(err))
+
+
+@pytest.fixture
+def run_cli_in_process(workspace: Path, ollama: FakeOllama) -> RunCli:
+    """run_cli, in this process (run_in_process). A test module whose command tests need no
+    process of their own says so by defining its `run_cli` fixture as this one."""
+
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float = 60,
+        python_flags: tuple[str, ...] = (),
+    ) -> Completed:
+        assert not python_flags, "the interpreter's own flags need a process: use run_cli"
+        full_env = {**os.environ, "OLLAMA_HOST": ollama.url, **(env or {})}
+        return run_in_process(args, input=input, env=full_env, cwd=cwd or workspace)
+
+    return run
+
+
 # -- the chat REPL, driven through a pipe ------------------------------------------------
 
 

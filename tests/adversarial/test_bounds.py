@@ -32,6 +32,12 @@ from tests.fakes.fake_ollama import (
 DEEP = 100_000  # far past Python's recursion limit, far below the stream's line limit
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def tool_results(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(m["content"]) for m in body["messages"] if m["role"] == "tool"]
 

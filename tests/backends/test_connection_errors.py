@@ -38,6 +38,12 @@ ATTEMPT_IDS = ["model_info", "list_models", "chat"]
 
 
 @pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
+@pytest.fixture
 def sessions() -> Iterator[list[requests.Session]]:
     made: list[requests.Session] = []
     yield made

@@ -28,6 +28,12 @@ from tests.fakes.fake_openai import Answer, Call, FakeOpenAI, HttpError
 SERVER_FLAG = "-c/--ctx-size"  # in every "load the model with a larger context" advice
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def estimate_of(body: dict[str, Any]) -> int:
     """Our own estimate of a request as the agent sized it: tool definitions and messages."""
     tools = body.get("tools") or []

@@ -10,8 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cli.config.settings import Config, parse_config
 from tests.conftest import REPO, RunCli
+
+
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
 
 
 def origin(output: str, key: str) -> tuple[str, str]:

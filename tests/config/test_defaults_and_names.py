@@ -34,6 +34,12 @@ GGUF = "/models/smollm2-135m-instruct.gguf"
 
 
 @pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
+@pytest.fixture
 def one_model() -> Iterator[FakeOpenAI]:
     """llama-server: /v1/models lists its one .gguf, and it answers whatever a request names."""
     fake = FakeOpenAI(strict_models=False)

@@ -35,6 +35,12 @@ GOOD = {"version": 1, "kind": "chat", "model": "m", "cwd": "/w", "saved": "2026-
 MESSAGES = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def huge(path: Path, size: int) -> None:
     """A file of `size` bytes (sparse: it costs no disk), zeros: no JSON, no YAML."""
     path.parent.mkdir(parents=True, exist_ok=True)

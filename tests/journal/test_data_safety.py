@@ -26,6 +26,12 @@ KILLS = 12
 INTERRUPT_DELAYS = (0.0, 0.01, 0.03, 0.06)
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def temp_files(directory: Path) -> list[str]:
     return [p.name for p in directory.iterdir() if p.name.startswith(fsops.TEMP_PREFIX)]
 

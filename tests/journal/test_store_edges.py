@@ -29,6 +29,12 @@ CHANGES = Path(".local/state/metona-agent/changes")
 DEPTH = 2000  # levels: twice Python's default recursion limit
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 # -- helpers -------------------------------------------------------------------------------------
 
 

@@ -21,6 +21,12 @@ CHANGES = Path(".local/state/metona-agent/changes")
 YES = "policy:\n  confirm: none\n"
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def agent_writes(
     run_cli: RunCli, ollama: FakeOllama, *calls: tuple[str, dict[str, Any]], cwd: Path | None = None
 ) -> None:

@@ -24,6 +24,12 @@ CHANGES = Path(".local/state/metona-agent/changes")
 PRECIOUS = b"".join(f"line {i:03} of what the user wrote\n".encode() for i in range(100))[:2690]
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def snapshot(*roots: Path) -> dict[str, tuple[str, bytes]]:
     """Every entry under `roots` (the workspace, the change store): what it is and what it
     holds, to compare byte for byte before and after a refused undo."""

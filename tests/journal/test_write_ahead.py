@@ -29,6 +29,12 @@ CHANGES = Path(".local/state/metona-agent/changes")
 OLD, NEW = "the content a person wrote\n", "what the model wrote\n"
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def history(run_cli: RunCli) -> list[dict[str, Any]]:
     done = run_cli("history", "--json")
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]

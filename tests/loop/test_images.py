@@ -23,6 +23,12 @@ JPEG = b"\xff\xd8\xff\xe0" + b"\x00\x10JFIF\x00" + bytes(32)
 
 
 @pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
+@pytest.fixture
 def vision(ollama: FakeOllama) -> FakeOllama:
     ollama.add_model("gemma3:4b", ["completion", "vision"])
     return ollama

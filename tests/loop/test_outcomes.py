@@ -33,6 +33,12 @@ EXPECTED = ["allowed", "failed", "denied", "invalid", "failed", "denied", "inval
 RULES = [None, None, "sensitive", "schema", None, "setting", "unknown_tool"]
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def _tool_messages(ollama: FakeOllama) -> list[dict[str, Any]]:
     """What the model was sent back for its calls (the request after them)."""
     messages = ollama.chat_bodies[1]["messages"]

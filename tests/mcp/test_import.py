@@ -29,6 +29,12 @@ SERVERS = {
 
 
 @pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
+@pytest.fixture
 def claude(workspace: Path) -> Path:
     path = workspace / "claude.json"
     path.write_text(json.dumps(SERVERS))

@@ -27,6 +27,12 @@ from tests.fakes.mcp_server import BASE_TOOLS, HttpMcp
 SERVER = str(Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py")
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def script(tmp: Path, **data: Any) -> str:
     path = tmp / f"script-{len(list(tmp.glob('script-*')))}.json"
     data.setdefault("record", str(tmp / "received.jsonl"))

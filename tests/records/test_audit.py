@@ -56,6 +56,12 @@ from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 NOW = 1_750_000_000.25  # 2025-06-15T15:06:40.250Z
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def clock() -> float:
     return NOW
 

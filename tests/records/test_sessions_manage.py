@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from cli.records.sessions import Session, SessionStore, conversation_turns
 from tests.conftest import MakeChat, RunCli
@@ -24,6 +25,12 @@ CHAT = [
     {"role": "user", "content": "fix the typo"},
     {"role": "assistant", "content": "Fixed it."},
 ]
+
+
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
 
 
 def sessions_dir(home: Path) -> Path:

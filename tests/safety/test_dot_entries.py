@@ -48,6 +48,12 @@ HOME_ATTACK = (
 )
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def policy_for(root: Path, home: Path, yaml: str = "") -> Policy:
     config = parse_config(yaml or "policy:\n  confirm: none\n", "t.yaml").policy
     return Policy(config, str(root), str(home))

@@ -23,6 +23,12 @@ from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 CODE = "def f():\n    x = 1\n    return x\n\n\ndef g():\n    return 2\n"
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 @pytest.mark.parametrize(
     ("text", "old", "new", "expected", "stage"),
     [

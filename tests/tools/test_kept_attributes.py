@@ -26,6 +26,12 @@ ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="only root can give a file to another user")
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def xattrs(path: Path) -> dict[str, bytes]:
     return {name: os.getxattr(path, name) for name in os.listxattr(path)}
 
