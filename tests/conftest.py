@@ -260,19 +260,30 @@ def run_cli(workspace: Path, ollama: FakeOllama) -> RunCli:
         python_flags: tuple[str, ...] = (),  # the interpreter's own: ("-X", "importtime")
     ) -> Completed:
         full_env = {**os.environ, "OLLAMA_HOST": ollama.url, **(env or {})}
-        proc = subprocess.run(
-            [sys.executable, *python_flags, "-m", "cli", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=full_env,
-            cwd=cwd or workspace,
-            timeout=timeout,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-        return Completed(proc.returncode, proc.stdout, proc.stderr)
+        return run_in_subprocess(args, input, full_env, cwd or workspace, timeout, python_flags)
 
     return run
+
+
+def run_in_subprocess(
+    args: tuple[str, ...],
+    input: str | None,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    python_flags: tuple[str, ...] = (),
+) -> Completed:
+    proc = subprocess.run(
+        [sys.executable, *python_flags, "-m", "cli", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
+    return Completed(proc.returncode, proc.stdout, proc.stderr)
 
 
 def run_in_process(
@@ -351,8 +362,9 @@ def run_cli_in_process(workspace: Path, ollama: FakeOllama) -> RunCli:
         timeout: float = 60,
         python_flags: tuple[str, ...] = (),
     ) -> Completed:
-        assert not python_flags, "the interpreter's own flags need a process: use run_cli"
         full_env = {**os.environ, "OLLAMA_HOST": ollama.url, **(env or {})}
+        if python_flags:  # the interpreter's own (-X importtime): they need an interpreter
+            return run_in_subprocess(args, input, full_env, cwd or workspace, timeout, python_flags)
         return run_in_process(args, input=input, env=full_env, cwd=cwd or workspace)
 
     return run

@@ -38,6 +38,12 @@ from tests.safety.test_sandbox_view import CONNECT_ALL, MARK, PYTHON, Listeners,
 SYSTEM_PATH = "/usr/bin:/bin"
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 @pytest.fixture(params=KINDS, name="kind")
 def _kind(request: pytest.FixtureRequest) -> str:
     require(request.param)

@@ -23,6 +23,12 @@ INJECTION = (
 
 
 @pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
+@pytest.fixture
 def ssh_key(home: Path) -> Path:
     (home / ".ssh").mkdir()
     key = home / ".ssh" / "id_rsa"

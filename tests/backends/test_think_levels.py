@@ -14,6 +14,12 @@ from tests.fakes.fake_ollama import FakeOllama, reply
 THINKER = ["completion", "tools", "thinking"]
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 @pytest.mark.parametrize("level", ["low", "medium", "high", "max"])
 def test_a_level_is_sent_as_the_level(
     make_agent: MakeAgent, ollama: FakeOllama, level: str

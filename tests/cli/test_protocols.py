@@ -32,6 +32,12 @@ ENTER = "\r"
 PROMPT = "›"
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 @dataclass
 class Server:
     """One fake server, scripted and read back the same way whichever dialect it speaks."""

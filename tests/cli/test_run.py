@@ -18,6 +18,12 @@ from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, HttpError, Stream, reply, tool_call
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def no_traceback(stderr: str) -> bool:
     return "Traceback" not in stderr
 

@@ -9,6 +9,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from cli.backends.messages import ToolCall
@@ -19,6 +20,12 @@ from cli.ui.render import ChatRenderer
 from cli.ui.text import result_summary
 from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
+
+
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
 
 
 def test_search_files_without_path_searches_the_working_directory(

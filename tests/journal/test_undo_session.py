@@ -15,12 +15,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 
 CHANGES = Path(".local/state/metona-agent/changes")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
 
 
 @contextmanager

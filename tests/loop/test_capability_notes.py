@@ -3,8 +3,16 @@ every turn; --think on a model that cannot think is said, not dropped."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import MakeChat, RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply
+
+
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
 
 
 def test_a_tools_off_model_is_warned_about_once_per_session(

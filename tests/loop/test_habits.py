@@ -8,9 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cli.loop.events import Finished, Notice, ToolDecided, ToolResult
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fakes.fake_ollama import FakeOllama, HttpError, Stream, reply, tool_call
+
+
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
 
 
 def of_type(events: list[Any], kind: type) -> list[Any]:

@@ -29,6 +29,12 @@ from tests.fakes.fake_ollama import (
 REMOVED = "was left out to fit the context window"  # a tool result's stub
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def estimate_of(body: dict[str, Any]) -> int:
     """Our own estimate of a request as the agent sized it: tool definitions and messages."""
     tools = body.get("tools") or []

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cli.loop.agent import SUMMARISE
 from cli.loop.events import Finished, Notice
 from tests.conftest import Choices, MakeAgent, MakeChat, RunCli, harness
@@ -15,6 +17,12 @@ from tests.fakes.fake_openai import Answer, Call, FakeOpenAI
 
 STUB = "was left out to fit the context window"
 NOTE = "[Context compacted: "
+
+
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
 
 
 def serialised(body: dict[str, Any]) -> list[str]:

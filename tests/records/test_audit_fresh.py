@@ -5,8 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from cli.records.audit import default_path, verify
 from tests.conftest import RunCli
+
+
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
 
 
 def test_verify_on_a_fresh_install_says_no_records_yet(run_cli: RunCli) -> None:

@@ -20,6 +20,12 @@ from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def fake(prefix: str, length: int, alphabet: str = "aB3dE5gH7jK9mN1pQ2sT4vW6yZ8cF") -> str:
     """A token of the given shape, built here so that no scanner mistakes this file for a
     leak: `prefix` and then `length` characters of `alphabet`."""

@@ -45,6 +45,12 @@ ALLOW = [
 ]  # fmt: skip
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 @dataclass(frozen=True)
 class Writing:
     """One writing or running option of a getopt-style program, to be spelled every way

@@ -152,6 +152,12 @@ SURFACE_PATHS = (
 )
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def config_file(tmp: Path, yaml: str) -> Path:
     """A config outside the allowed dirs, so that the test's own policy is not in reach."""
     tmp.mkdir(parents=True, exist_ok=True)

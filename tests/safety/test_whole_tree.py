@@ -16,6 +16,12 @@ from tests.pty.test_terminal_ui import at_prompt, say, spawn, terms
 __all__ = ["terms"]  # a fixture, imported to be used here
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def test_run_in_the_home_directory_says_so_on_stderr(
     run_cli: RunCli, ollama: FakeOllama, home: Path
 ) -> None:

@@ -43,6 +43,12 @@ CONTENT = f"{HEAD}-81c2\n{TAIL}-55x9\n"
 KEY = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{CONTENT}-----END OPENSSH PRIVATE KEY-----\n"
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def git(repo: Path, *args: str) -> None:
     subprocess.run(
         [

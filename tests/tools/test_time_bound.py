@@ -53,6 +53,12 @@ Result = dict[str, Any]
 # -- the reference: edit matching as it was, straightforward and slow ----------------------------
 
 
+@pytest.fixture
+def run_cli(run_cli_in_process: RunCli) -> RunCli:
+    """`agent` in this process (conftest.run_in_process): no test here is about the process."""
+    return run_cli_in_process
+
+
 def reference_plan_edit(text: str, old: str, new: str, replace_all: bool = False) -> Edit:
     """plan_edit as it was before it was made linear: every stage compares line by line at
     every position. What it answers is what plan_edit must answer. Line ends are not what it
