@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -307,6 +308,11 @@ def run_in_process(
 
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved = (sys.argv, sys.stdin, sys.stdout, sys.stderr)
+    # Signal dispositions are the process's too: a run that ends sets SIGINT, SIGTERM and
+    # SIGHUP to ignored (it is about to exit, and a late Ctrl-C must not change its code).
+    # Left so, every process this one starts later would inherit them ignored.
+    handlers = {n: signal.getsignal(n) for n in signal.valid_signals()}
+    handlers = {n: h for n, h in handlers.items() if h is not None}
     with contextlib.ExitStack() as files:
         if input is None:
             stdin = files.enter_context(open(os.devnull, encoding="utf-8"))
@@ -338,6 +344,11 @@ def run_in_process(
                 stderr.flush()
         finally:
             sys.argv, sys.stdin, sys.stdout, sys.stderr = saved
+            for number, handler in handlers.items():
+                with contextlib.suppress(OSError, ValueError):  # SIGKILL, SIGSTOP
+                    signal.signal(number, handler)
+            stdout.detach()  # the files themselves are closed with the stack
+            stderr.detach()
             os.chdir(saved_cwd)
             os.environ.clear()
             os.environ.update(saved_env)
