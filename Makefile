@@ -20,8 +20,12 @@ $(STAMP): pyproject.toml
 run: install  ## start an interactive session (make run ARGS="-m llama3.1")
 	$(BIN)/agent chat $(ARGS)
 
+# The suite in parallel, one worker per core (pytest-xdist); worksteal evens out the long
+# sweeps. `make test WORKERS=0` runs it in one process.
+WORKERS ?= auto
+
 test: install lint  ## lint, then the whole test suite
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(ARGS)
 
 # The file-tool, change-store, undo and adversarial path suites again, with the platform layer
 # forced to its portable fallbacks (no openat2, no O_PATH, no renameat2, no /proc: what macOS

@@ -21,7 +21,7 @@ from bench.measure import REPO
 if str(REPO) not in sys.path:  # the fake server lives with the tests
     sys.path.insert(0, str(REPO))
 
-from tests.fake_ollama import FakeOllama
+from tests.fakes.fake_ollama import FakeOllama
 
 BIN = Path(sys.executable).parent
 AGENT = BIN / "agent"  # the console script, as a user runs it

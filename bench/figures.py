@@ -18,8 +18,8 @@ from bench import fixtures
 from bench.context import AGENT, Bench, child_env
 from bench.measure import PYTHON, REPO, Sample, interleave, median, peak_rss, spawn, worker
 from bench.result import Result, ratio, skipped
-from tests.fake_http import Recorded
-from tests.fake_ollama import Stream, reply, tool_call
+from tests.fakes.fake_http import Recorded
+from tests.fakes.fake_ollama import Stream, reply, tool_call
 
 BASELINE_TYPER = REPO / "bench" / "baseline_typer.py"
 BASELINE_STREAM = REPO / "bench" / "baseline_stream.py"

@@ -2,7 +2,7 @@
 Studio, vLLM) must evaluate over a long session, against the tokens that were new.
 
 Each session is the installed `agent run --yes --json` against a fake server that counts
-every chat request as such a server pays for it (tests/server_work.py): everything after the
+every chat request as such a server pays for it (tests/fakes/server_work.py): everything after the
 longest common prefix with the previous request, in tokens of the fake's own tokenizer, all
 of it when Ollama reloads the model for another `num_ctx`. The model calls read_file on 40
 distinct files, one a step, then answers; the files are large enough that the history
@@ -27,9 +27,9 @@ from bench.context import AGENT, Bench, child_env
 from bench.measure import spawn
 from bench.report import SERVER_WORK
 from bench.result import Result, skipped
-from tests.fake_ollama import FakeOllama, reply, tool_call
-from tests.fake_openai import Answer, Call, FakeOpenAI
-from tests.server_work import ServerWork, prompt_tokens
+from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
+from tests.fakes.fake_openai import Answer, Call, FakeOpenAI
+from tests.fakes.server_work import ServerWork, prompt_tokens
 
 STEPS = 40
 RATIO_TARGET = 1.5  # evaluated / new over a session

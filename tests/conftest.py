@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,8 +33,9 @@ from cli.ui.keys import PromptKeys
 from cli.ui.render import ChatRenderer
 from cli.ui.repl import COMMANDS, ChatSession
 from cli.wiring import Choices, build_agent
-from tests.fake_ollama import FakeOllama
-from tests.fake_openai import FakeOpenAI
+from tests.fakes.fake_ollama import FakeOllama
+from tests.fakes.fake_openai import FakeOpenAI
+from tests.fakes.scripted import ScriptedModel
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -209,6 +211,33 @@ def make_agent(ollama: FakeOllama, workspace: Path, home: Path) -> MakeAgent:
     return make
 
 
+@pytest.fixture
+def scripted() -> ScriptedModel:
+    """A scripted model in this process (tests/fakes/scripted.py), for the loop's logic."""
+    return ScriptedModel()
+
+
+@pytest.fixture
+def make_scripted_agent(scripted: ScriptedModel, workspace: Path, home: Path) -> MakeAgent:
+    """The real agent, built as make_agent builds it, talking to the scripted model instead
+    of a server: no HTTP, no wire format, only the loop."""
+
+    def make(
+        yaml: str = "",
+        *,
+        answers: list[Any] | None = None,
+        model: str | None = None,
+        max_steps: int | None = None,
+    ) -> Harness:
+        # A host nobody listens on: the backend built for it is replaced before any call.
+        choices = Choices(model=model, host="http://127.0.0.1:9", max_steps=max_steps)
+        made = harness(choices, yaml, workspace, home, answers)
+        made.agent.backend = scripted
+        return made
+
+    return make
+
+
 @dataclass
 class Completed:
     code: int
@@ -232,17 +261,122 @@ def run_cli(workspace: Path, ollama: FakeOllama) -> RunCli:
         python_flags: tuple[str, ...] = (),  # the interpreter's own: ("-X", "importtime")
     ) -> Completed:
         full_env = {**os.environ, "OLLAMA_HOST": ollama.url, **(env or {})}
-        proc = subprocess.run(
-            [sys.executable, *python_flags, "-m", "cli", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=full_env,
-            cwd=cwd or workspace,
-            timeout=timeout,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-        return Completed(proc.returncode, proc.stdout, proc.stderr)
+        return run_in_subprocess(args, input, full_env, cwd or workspace, timeout, python_flags)
+
+    return run
+
+
+def run_in_subprocess(
+    args: tuple[str, ...],
+    input: str | None,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    python_flags: tuple[str, ...] = (),
+) -> Completed:
+    proc = subprocess.run(
+        [sys.executable, *python_flags, "-m", "cli", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
+    return Completed(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_in_process(
+    args: tuple[str, ...],
+    *,
+    input: str | None,
+    env: dict[str, str],
+    cwd: Path,
+) -> Completed:
+    """`agent ARGS` as `python -m cli` runs it (cli.app.main under sys.argv), but in this
+    process: argv, the environment, the working directory and the three standard streams are
+    the program's for the call, and given back after. The streams are real files, as a
+    subprocess's are: stdin is /dev/null, or a file holding `input` (piped, as
+    subprocess.run(input=…) pipes it); stdout and stderr are files, not terminals; both are
+    read back as subprocess.run(text=True) reads them. A command test whose point is not the
+    process (signals, a kill, start-up, the interpreter's own flags) runs this way, in
+    milliseconds instead of an interpreter's start-up."""
+    import tempfile
+
+    from cli.app import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved = (sys.argv, sys.stdin, sys.stdout, sys.stderr)
+    # Signal dispositions are the process's too: a run that ends sets SIGINT, SIGTERM and
+    # SIGHUP to ignored (it is about to exit, and a late Ctrl-C must not change its code).
+    # Left so, every process this one starts later would inherit them ignored.
+    handlers = {n: signal.getsignal(n) for n in signal.valid_signals()}
+    handlers = {n: h for n, h in handlers.items() if h is not None}
+    with contextlib.ExitStack() as files:
+        if input is None:
+            stdin = files.enter_context(open(os.devnull, encoding="utf-8"))
+        else:
+            stdin = files.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+            stdin.write(input)
+            stdin.seek(0)
+        out = files.enter_context(tempfile.TemporaryFile("w+b"))
+        err = files.enter_context(tempfile.TemporaryFile("w+b"))
+        stdout = io.TextIOWrapper(out, encoding="utf-8", line_buffering=True)
+        stderr = io.TextIOWrapper(err, encoding="utf-8", line_buffering=True)
+        code = 0
+        try:
+            os.environ.clear()
+            os.environ.update(env)
+            os.chdir(cwd)
+            sys.argv = [str(REPO / "cli" / "__main__.py"), *args]
+            sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+            try:
+                main()
+            except SystemExit as exc:
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:  # sys.exit("message"): Python prints it and exits 1
+                    print(exc.code, file=stderr)
+                    code = 1
+            finally:
+                stdout.flush()
+                stderr.flush()
+        finally:
+            sys.argv, sys.stdin, sys.stdout, sys.stderr = saved
+            for number, handler in handlers.items():
+                with contextlib.suppress(OSError, ValueError):  # SIGKILL, SIGSTOP
+                    signal.signal(number, handler)
+            stdout.detach()  # the files themselves are closed with the stack
+            stderr.detach()
+            os.chdir(saved_cwd)
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+        def text(data: io.BufferedRandom) -> str:
+            data.seek(0)
+            return io.TextIOWrapper(io.BytesIO(data.read()), encoding="utf-8").read()
+
+        return Completed(code, text(out), text(err))
+
+
+@pytest.fixture
+def run_cli_in_process(workspace: Path, ollama: FakeOllama) -> RunCli:
+    """run_cli, in this process (run_in_process). A test module whose command tests need no
+    process of their own says so by defining its `run_cli` fixture as this one."""
+
+    def run(
+        *args: str,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float = 60,
+        python_flags: tuple[str, ...] = (),
+    ) -> Completed:
+        full_env = {**os.environ, "OLLAMA_HOST": ollama.url, **(env or {})}
+        if python_flags:  # the interpreter's own (-X importtime): they need an interpreter
+            return run_in_subprocess(args, input, full_env, cwd or workspace, timeout, python_flags)
+        return run_in_process(args, input=input, env=full_env, cwd=cwd or workspace)
 
     return run
 
@@ -326,6 +460,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Note how long a whole-suite run took in .pytest_cache/metona-test-time.json (a run of
     some tests, or one that failed, is not the figure `make bench` reports)."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller reports
+        return
     whole = [str(Path(a).resolve()) for a in session.config.args] == [str(REPO / "tests")]
     if not _SESSION_STARTED or exitstatus != 0 or not whole:
         return

@@ -7,21 +7,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import tests.test_paths_adversarial as paths
+import tests.adversarial.test_paths as paths
 from cli.safety.sandbox.launch import KINDS
+from tests.adversarial.test_bypass_corpus import BYPASS_CORPUS
+from tests.adversarial.test_crash_sweep import KILL_POINTS
+from tests.adversarial.test_full_disk import CASES, LEVELS
+from tests.adversarial.test_hostile import FAULTS
 from tests.conftest import REPO
-from tests.test_bypass_corpus import BYPASS_CORPUS
-from tests.test_command_options import OPTION_LINES
-from tests.test_commands_differential import FIXED_LINES, GENERATED_EXAMPLES
-from tests.test_crash_sweep import KILL_POINTS
-from tests.test_data_safety import INTERRUPT_DELAYS, KILLS
-from tests.test_dot_entries import GENERATED_HOME, GENERATED_PROJECT
-from tests.test_full_disk import CASES, LEVELS
-from tests.test_hostile import FAULTS
-from tests.test_path_classes import SECRET_PATHS, SURFACE_PATHS
-from tests.test_properties import LOOP_EXAMPLES, SPLIT_EXAMPLES
-from tests.test_redaction import REDACTION_CORPUS
-from tests.test_sandbox_view import CREDENTIALS, PLACES, ROUTES, SOCKETS
+from tests.journal.test_data_safety import INTERRUPT_DELAYS, KILLS
+from tests.loop.test_properties import LOOP_EXAMPLES, SPLIT_EXAMPLES
+from tests.records.test_redaction import REDACTION_CORPUS
+from tests.safety.test_command_options import OPTION_LINES
+from tests.safety.test_dot_entries import GENERATED_HOME, GENERATED_PROJECT
+from tests.safety.test_path_classes import SECRET_PATHS, SURFACE_PATHS
+from tests.safety.test_sandbox_view import CREDENTIALS, PLACES, ROUTES, SOCKETS
+from tests.safety.test_shell_line_differential import FIXED_LINES, GENERATED_EXAMPLES
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 DOCS = REPO / "docs"

@@ -419,7 +419,7 @@ class Policy:
         of its ancestors is): it is then inside a blocked dir only by being one, and a secret
         only by a match that ends at its own name. The same answer as `hides` at a set lookup
         and one anchored regex per entry, instead of a containment check per blocked dir and
-        a regex per path component (tests/test_policy.py compares the two)."""
+        a regex per path component (tests/safety/test_policy.py compares the two)."""
         return self._blocked.has(path) or self.classes.secrets.match_entry(path)
 
     # -- helpers --------------------------------------------------------------------------

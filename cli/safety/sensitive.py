@@ -708,7 +708,7 @@ class PathClass:
     def match_entry(self, path: str) -> bool:
         """`match` for a walk that has checked every ancestor of `path` already and found it
         not in the class: a match must then end at the last component, so only the last few
-        component starts need trying, however deep the path (tests/test_path_classes.py
+        component starts need trying, however deep the path (tests/safety/test_path_classes.py
         compares it with `match`)."""
         path = nfc(path)
         if self._match_entry(path):

@@ -2,7 +2,7 @@
 a blocked dir, a symlink or anything the walk would not open), it says which of them may
 contain the text. Nothing it says is shown: search_files reads every proposed file again
 through cli/fs and matches it with its own code, so what is reported is the same with and
-without rg (tests/test_search_engines.py runs both on an adversarial tree).
+without rg (tests/tools/test_search_engines.py runs both on an adversarial tree).
 
 rg is used only where its matching is known to be a superset of ours: a case-sensitive
 query (bytes of UTF-8 against text decoded from UTF-8, the same thing), or an ASCII query

@@ -18,7 +18,7 @@ for the arguments) are in N too: they are what the server did.
 What was new is counted in the model's own tokens by tests/e2e/prompt_tokens.py, run by the
 e2e venv's Python: every request rendered as the server renders it, and each message's share
 of the prompt; what a request appends after everything the task sent before is new, as the
-fakes count it (tests/server_work.py, `Novelty`).
+fakes count it (tests/fakes/server_work.py, `Novelty`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from typing import Any
 import setup_env
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parents[1]) not in sys.path:  # the repository: tests.server_work
+if str(HERE.parents[1]) not in sys.path:  # the repository: tests.fakes.server_work
     sys.path.insert(0, str(HERE.parents[1]))
 
-from tests.server_work import Novelty  # noqa: E402
+from tests.fakes.server_work import Novelty  # noqa: E402
 
 TARGET = 1.5  # evaluated / new over the longest task
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")

@@ -9,7 +9,7 @@ mounts BACKING (a plain directory) at MOUNTPOINT in the foreground until `fuserm
 MOUNTPOINT`. Inode numbers are the backing files' own (`use_ino`), so hard links and the
 identity checks of the agent see what they would see on the real disk. No caching of
 entries or attributes in the kernel: a rename through one spelling is seen at once through
-every other. Needs fusepy (the `dev` extra), libfuse2 and /dev/fuse (tests/test_casefold.py).
+every other. Needs fusepy (the `dev` extra), libfuse2 and /dev/fuse (tests/fs/test_casefold.py).
 """
 
 from __future__ import annotations
