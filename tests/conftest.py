@@ -68,6 +68,32 @@ def without_blocking(fn: Callable[[], Any]) -> Any:
     return box.get("value")
 
 
+# The signals whose disposition a process's children inherit when it is "ignored": a test that
+# leaves one ignored (an in-process run ends with them ignored, as it is about to exit) would
+# make every process a later test starts in this worker deaf to it (a pty's Ctrl-C, a writer's
+# SIGINT), and which test runs after which depends on how xdist shares them out.
+_INHERITED = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGPIPE")
+    if hasattr(signal, name)
+)
+LEAKS = os.environ.get("METONA_SIGNAL_LEAKS")  # a file: name each test that left one changed
+
+
+@pytest.fixture(autouse=True)
+def signal_dispositions(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test starts with the dispositions the session started with, whatever ran before."""
+    before = {number: signal.getsignal(number) for number in _INHERITED}
+    yield
+    changed = [n for n in _INHERITED if signal.getsignal(n) != before[n]]
+    for number in changed:
+        signal.signal(number, before[number])  # type: ignore[arg-type]
+    if changed and LEAKS:
+        with open(LEAKS, "a", encoding="utf-8") as log:
+            names = ", ".join(signal.Signals(n).name for n in changed)
+            log.write(f"{request.node.nodeid}: {names}\n")
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Config, state, data and HOME point into a temp dir; no OLLAMA_* from the developer."""
