@@ -31,7 +31,7 @@ from cli.loop.approval import Approver
 from cli.loop.instructions import Instructions, load_instructions
 from cli.loop.prompt import Surroundings
 from cli.safety.policy import Policy
-from cli.safety.sandbox.launch import SandboxSpec
+from cli.safety.sandbox.spec import SandboxSpec
 from cli.tools import ToolContext
 
 if TYPE_CHECKING:

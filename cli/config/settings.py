@@ -147,7 +147,7 @@ class CommandsConfig:
     allow: list[str] = _setting([])
     sandbox: str = _setting("auto", choices=SANDBOX_MODES)
     # More trees a sandboxed command may read (absolute or ~/), beside the built-in list of
-    # what commands need from the home dir (cli/safety/sandbox/launch.py HOME_READ_ONLY).
+    # what commands need from the home dir (cli/safety/sandbox/view.py HOME_READ_ONLY).
     read_only: list[str] = _setting([], absolute=True)
 
 

@@ -30,7 +30,7 @@ from cli.mcp import protocol
 from cli.mcp.client import Client
 from cli.mcp.protocol import McpError
 from cli.mcp.transport import Http, Stdio, Transport, new_session
-from cli.safety.sandbox.launch import SandboxSpec
+from cli.safety.sandbox.spec import SandboxSpec
 from cli.tools.base import Runner, Tool
 
 MAX_NAME = 64  # what Ollama and OpenAI-compatible servers accept as a tool name
@@ -156,6 +156,8 @@ def confined(
     if kind == "off":
         return argv, (), env
     from cli.safety.sandbox import launch as sandbox
+    from cli.safety.sandbox.bwrap import bwrap_argv
+    from cli.safety.sandbox.landlock_rules import landlock_rules
 
     program = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
     # The server's own program (and the tree it belongs to, a venv or a toolchain) is what
@@ -166,7 +168,7 @@ def confined(
         if problem:
             raise McpError(f"sandbox: bwrap cannot run here ({problem})")
         inner = {**env, "TMPDIR": "/tmp"}
-        bwrap = sandbox.bwrap_argv(sandbox.bwrap_path() or "bwrap", spec, cwd, inner, 1 << 30)
+        bwrap = bwrap_argv(sandbox.bwrap_path() or "bwrap", spec, cwd, inner, 1 << 30)
         if config.network:
             bwrap.insert(bwrap.index("--unshare-all") + 1, "--share-net")
         # The environment goes to bwrap itself (which passes it on), not as --setenv
@@ -191,7 +193,7 @@ def confined(
         "env": inner,
         "parent": os.getpid(),
         "rlimits": {},
-        "landlock": {"rules": sandbox.landlock_rules(spec, scratch, env.get("PATH", ""))},
+        "landlock": {"rules": landlock_rules(spec, scratch, env.get("PATH", ""))},
     }
     return _through_launcher(plan, [program, *argv[1:]], inner)
 
@@ -201,6 +203,8 @@ def _seatbelt(
 ) -> tuple[list[str], tuple[int, ...], dict[str, str]]:
     """sandbox-exec with run_command's profile (macOS), the network as `network` says."""
     from cli.safety.sandbox import launch as sandbox
+    from cli.safety.sandbox.seatbelt_grants import seatbelt_argv
+    from cli.safety.sandbox.spec import SandboxUnavailable
 
     problem = sandbox.seatbelt_problem()
     if problem:
@@ -208,8 +212,8 @@ def _seatbelt(
     scratch = os.path.realpath(sandbox.scratch_dir("metona-agent-mcp-"))
     inner = {**env, "TMPDIR": scratch}
     try:
-        confined = sandbox.seatbelt_argv(spec, argv, env.get("PATH", ""), scratch, config.network)
-    except sandbox.SandboxUnavailable as exc:
+        confined = seatbelt_argv(spec, argv, env.get("PATH", ""), scratch, config.network)
+    except SandboxUnavailable as exc:
         sandbox.cleanup(sandbox.Launch("seatbelt", [], {}, "/", "{}", scratch))
         raise McpError(f"sandbox: seatbelt: {exc}") from None
     return confined, (), inner

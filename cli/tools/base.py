@@ -21,7 +21,7 @@ from cli.tools.memory import EditFailures, FileMemory
 
 if TYPE_CHECKING:
     from cli.journal.changes import ChangeStore
-    from cli.safety.sandbox.launch import SandboxSpec
+    from cli.safety.sandbox.spec import SandboxSpec
 
 Result = dict[str, Any]
 

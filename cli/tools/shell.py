@@ -17,14 +17,8 @@ from cli.config.settings import LimitsConfig
 from cli.errors import ToolError
 from cli.fs.paths import ResolvedPath
 from cli.safety import sensitive
-from cli.safety.sandbox.launch import (
-    SandboxSpec,
-    SandboxUnavailable,
-    cleanup,
-    prepare,
-    setup_failure,
-    spawn,
-)
+from cli.safety.sandbox.launch import cleanup, prepare, setup_failure, spawn
+from cli.safety.sandbox.spec import SandboxSpec, SandboxUnavailable
 from cli.tools.base import Result, ToolContext
 
 # The child gets these from our environment and nothing else: API tokens, cloud keys and

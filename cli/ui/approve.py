@@ -31,6 +31,7 @@ from cli.fs.paths import ResolvedPath, display_path
 from cli.loop.approval import Approval, ApprovalRequest
 from cli.loop.guards import StepLimitAnswer
 from cli.safety.sandbox import launch as sandbox
+from cli.safety.sandbox.spec import SandboxUnavailable
 from cli.tools.edits import EditFailed, plan_edit
 from cli.ui.cards import card_title
 from cli.ui.keys import KeyReader
@@ -65,7 +66,7 @@ class Consequences:
         """The sandbox the command will actually run in, as `sandbox/launch.py` chooses it."""
         try:
             kind = sandbox.choose(self.sandbox_mode, self.available, self.platform)
-        except sandbox.SandboxUnavailable as exc:
+        except SandboxUnavailable as exc:
             return Text(f"  will not run: {sanitize(str(exc))}", "yellow")
         if kind == "bwrap":
             return Text(

@@ -28,7 +28,8 @@ import pytest
 
 from cli.config.settings import LimitsConfig, PolicyConfig
 from cli.safety.policy import Policy
-from cli.safety.sandbox.launch import KINDS, SandboxSpec
+from cli.safety.sandbox.launch import KINDS
+from cli.safety.sandbox.spec import SandboxSpec
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 from tests.conftest import RunCli

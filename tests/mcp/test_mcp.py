@@ -851,12 +851,13 @@ def test_import_keeps_hostile_names_inside_their_comments(run_cli: RunCli, works
 def test_bwrap_gets_the_environment_not_setenv_arguments(tmp_path: Path) -> None:
     from cli.mcp.servers import confined
     from cli.safety.sandbox import launch as sandbox
+    from cli.safety.sandbox.spec import SandboxSpec
 
     if sandbox.bwrap_problem():
         pytest.skip(f"bwrap cannot run here: {sandbox.bwrap_problem()}")
     cfg = McpServerConfig(command="true", sandbox="bwrap")
     env = {"PATH": os.defpath, "API_TOKEN": "tok-123"}
-    argv, _, inner = confined(cfg, ["true"], env, str(tmp_path), sandbox.SandboxSpec())
+    argv, _, inner = confined(cfg, ["true"], env, str(tmp_path), SandboxSpec())
     assert "--setenv" not in argv and "--clearenv" not in argv
     assert "tok-123" not in " ".join(argv)  # a command line any user can read
     assert inner["API_TOKEN"] == "tok-123"

@@ -21,7 +21,9 @@ from cli.config.settings import Config, PolicyConfig, config_locations, parse_co
 from cli.errors import ConfigError, ToolError
 from cli.safety import sensitive
 from cli.safety.policy import Policy
-from cli.safety.sandbox.launch import SandboxSpec, ScanTooLarge, bwrap_problem, scan
+from cli.safety.sandbox.launch import bwrap_problem
+from cli.safety.sandbox.spec import SandboxSpec
+from cli.safety.sandbox.view import ScanTooLarge, scan
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 from tests.conftest import REPO, RunCli

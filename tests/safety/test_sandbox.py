@@ -32,22 +32,20 @@ from cli.config.settings import LimitsConfig, PolicyConfig
 from cli.errors import ToolError
 from cli.fs.paths import resolve_path
 from cli.safety.policy import Policy
+from cli.safety.sandbox.bwrap import bwrap_argv
 from cli.safety.sandbox.landlock import abi_version as landlock_abi
+from cli.safety.sandbox.landlock_rules import read_rules
 from cli.safety.sandbox.launch import (
     KINDS,
     Launch,
-    SandboxSpec,
-    SandboxUnavailable,
-    bwrap_argv,
     bwrap_problem,
     choose,
     cleanup,
-    hidden_paths,
     landlock_problem,
-    read_rules,
-    shown_trees,
     spawn,
 )
+from cli.safety.sandbox.spec import SandboxSpec, SandboxUnavailable
+from cli.safety.sandbox.view import hidden_paths, shown_trees
 from cli.tools import ToolContext, execute
 from cli.tools.shell import run_command_in
 
@@ -400,7 +398,7 @@ def test_timeout_kills_the_whole_group(mode: str, scratch: Scratch) -> None:
 
 DIES_WITH_PARENT_SCRIPT = """
 import sys
-from cli.safety.sandbox.launch import SandboxSpec
+from cli.safety.sandbox.spec import SandboxSpec
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 ws, home, command = sys.argv[1:4]
@@ -598,7 +596,7 @@ def test_nothing_is_probed_at_import() -> None:
 
 UNPRIVILEGED_SCRIPT = """
 import json, sys
-from cli.safety.sandbox.launch import SandboxSpec
+from cli.safety.sandbox.spec import SandboxSpec
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 mode, ws, outside, home, port = sys.argv[1:6]

@@ -1,4 +1,4 @@
-"""What a sandboxed command sees (sandbox/launch.py `view`): the system dirs, the allowed dirs,
+"""What a sandboxed command sees (sandbox/view.py `view`): the system dirs, the allowed dirs,
 what commands need from the home dir, and nothing else; memory it cannot hold by any route.
 
 A read-only bind of `/` showed credentials in every other folder and every daemon's socket
@@ -26,13 +26,9 @@ import pytest
 
 from cli.config.settings import LimitsConfig, PolicyConfig
 from cli.safety.policy import Policy
-from cli.safety.sandbox.launch import (
-    HOME_READ_ONLY,
-    KINDS,
-    SandboxSpec,
-    bwrap_problem,
-    landlock_problem,
-)
+from cli.safety.sandbox.launch import KINDS, bwrap_problem, landlock_problem
+from cli.safety.sandbox.spec import SandboxSpec
+from cli.safety.sandbox.view import HOME_READ_ONLY
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 

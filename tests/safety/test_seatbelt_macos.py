@@ -30,8 +30,8 @@ from cli.config.settings import LimitsConfig, McpServerConfig, PolicyConfig
 from cli.mcp.servers import confined
 from cli.safety.policy import Policy
 from cli.safety.sandbox import launch
-from cli.safety.sandbox.launch import SandboxSpec
 from cli.safety.sandbox.seatbelt import SYSTEM_TREES
+from cli.safety.sandbox.spec import SandboxSpec
 from cli.tools import ToolContext
 from cli.tools.shell import run_command_in
 from tests.safety.test_sandbox import Listener

@@ -26,8 +26,8 @@ from cli.config.settings import LimitsConfig, McpServerConfig, PolicyConfig, par
 from cli.mcp.protocol import McpError
 from cli.mcp.servers import confined
 from cli.safety.policy import Policy
-from cli.safety.sandbox import launch
-from cli.safety.sandbox.launch import SandboxSpec, SandboxUnavailable, choose
+from cli.safety.sandbox import launch, seatbelt_grants
+from cli.safety.sandbox.launch import choose
 from cli.safety.sandbox.seatbelt import (
     SANDBOX_EXEC,
     SYSTEM_SECRETS,
@@ -36,6 +36,7 @@ from cli.safety.sandbox.seatbelt import (
     fold_regex,
     profile,
 )
+from cli.safety.sandbox.spec import SandboxSpec, SandboxUnavailable
 from cli.tools import ToolContext, ToolError
 from cli.tools.shell import run_command_in
 
@@ -379,7 +380,7 @@ def test_grants_come_from_the_same_view_and_scan_as_bubblewraps(tmp_path: Path) 
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(ws / "config" / "dev.sock"))
     try:
-        g = launch.seatbelt_grants(spec_of(home, ws), "/usr/bin:/bin", str(tmp_path / "t"))
+        g = seatbelt_grants.seatbelt_grants(spec_of(home, ws), "/usr/bin:/bin", str(tmp_path / "t"))
     finally:
         sock.close()
     assert g.writable == (str(ws),) and g.home == str(home)
@@ -403,7 +404,9 @@ def test_a_writable_home_is_closed_to_new_entries_and_its_dot_entries_are_hidden
 ) -> None:
     home, ws = machine(tmp_path)
     (home / ".bashrc").write_text("# rc\n")
-    g = launch.seatbelt_grants(spec_of(home, ws, home), "/usr/bin:/bin", str(tmp_path / "t"))
+    g = seatbelt_grants.seatbelt_grants(
+        spec_of(home, ws, home), "/usr/bin:/bin", str(tmp_path / "t")
+    )
     assert str(home) in g.closed
     assert str(home / ".bashrc") in g.hidden
     assert str(home / ".gitconfig") in g.read_only and str(home / ".gitconfig") not in g.hidden
@@ -423,7 +426,7 @@ def test_the_disk_is_asked_whether_it_folds_case(tmp_path: Path) -> None:
         sensitive = True
     except FileExistsError:
         sensitive = False
-    assert launch._folds_case(str(probe)) is (not sensitive)
+    assert seatbelt_grants._folds_case(str(probe)) is (not sensitive)
 
 
 def test_the_launch_runs_sandbox_exec_through_the_limits(tmp_path: Path) -> None:

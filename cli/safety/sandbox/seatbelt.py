@@ -1,5 +1,5 @@
 """run_command's sandbox on macOS: a Seatbelt profile (SBPL, what `sandbox-exec -p` takes),
-built by a pure function from what the policy grants (sandbox/launch.py `seatbelt_grants`
+built by a pure function from what the policy grants (sandbox/seatbelt_grants.py
 gathers it with the same view, scan and lists that bubblewrap's mounts come from).
 
 The profile denies by default and then allows, in this order (Seatbelt: a later rule wins
