@@ -84,14 +84,28 @@ LEAKS = os.environ.get("METONA_SIGNAL_LEAKS")  # a file: name each test that lef
 def signal_dispositions(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every test starts with the dispositions the session started with, whatever ran before."""
     before = {number: signal.getsignal(number) for number in _INHERITED}
+    kernel = _kernel_view() if LEAKS else ""
     yield
     changed = [n for n in _INHERITED if signal.getsignal(n) != before[n]]
     for number in changed:
         signal.signal(number, before[number])  # type: ignore[arg-type]
-    if changed and LEAKS:
+    after = _kernel_view() if LEAKS else ""
+    if (changed or after != kernel) and LEAKS:
         with open(LEAKS, "a", encoding="utf-8") as log:
             names = ", ".join(signal.Signals(n).name for n in changed)
-            log.write(f"{request.node.nodeid}: {names}\n")
+            log.write(f"{os.getpid()} {request.node.nodeid}: {names} {kernel} -> {after}\n")
+
+
+def _kernel_view() -> str:
+    """The kernel's view of this process's ignored and blocked signals (Linux), which C code
+    and other threads can change without Python's handlers showing it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return " ".join(
+                line.strip() for line in status if line.startswith(("SigIgn", "SigBlk"))
+            )
+    except OSError:
+        return ""
 
 
 @pytest.fixture(autouse=True)
@@ -477,6 +491,17 @@ def make_chat(ollama: FakeOllama, workspace: Path, home: Path) -> Iterator[MakeC
 # -- the suite's wall time, for `make bench` to report ---------------------------------------
 
 _SESSION_STARTED: list[float] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background of a non-interactive shell (`make test &`, a CI
+    runner's job) inherits SIGINT and SIGQUIT ignored, and so would every process a test starts
+    (a chat in a pty sent Ctrl-C, a writer sent SIGINT): the tests of Ctrl-C would fail for how
+    the suite was started. Each process of the suite (xdist's workers too) takes the defaults."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
