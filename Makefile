@@ -20,9 +20,10 @@ $(STAMP): pyproject.toml
 run: install  ## start an interactive session (make run ARGS="-m llama3.1")
 	$(BIN)/agent chat $(ARGS)
 
-# The suite in parallel, one worker per core (pytest-xdist); worksteal evens out the long
-# sweeps. `make test WORKERS=0` runs it in one process.
-WORKERS ?= auto
+# The suite in parallel (pytest-xdist), two workers per core: many tests wait on a process, a
+# pty or a server more than they compute (one per core left a 2-core machine half idle: 6:15
+# against 5:04). worksteal evens out the long sweeps. `make test WORKERS=0`: one process.
+WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
 
 test: install lint  ## lint, then the whole test suite
 	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(ARGS)
