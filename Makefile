@@ -33,7 +33,7 @@ test: install lint  ## lint, then the whole test suite
 # and other systems get where they lack their own calls). By file name, wherever under tests/
 # the file is; a name that matches no file fails the target.
 PORTABLE_TESTS := test_platform test_tools test_edit_move test_store_edges test_write_ahead \
-	test_undo_session test_undo_stack test_undo_verify test_paths_adversarial \
+	test_undo_session test_undo_stack test_undo_verify test_paths \
 	test_path_classes test_data_safety test_whole_tree test_search_engines test_crash_sweep
 
 test-portable: install  ## the suites above under METONA_PLATFORM=portable
@@ -43,7 +43,7 @@ test-portable: install  ## the suites above under METONA_PLATFORM=portable
 		files="$$files $$found"; \
 	done; \
 	echo "METONA_PLATFORM=portable pytest$$files"; \
-	METONA_PLATFORM=portable $(BIN)/python -m pytest $$files $(ARGS)
+	METONA_PLATFORM=portable $(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $$files $(ARGS)
 
 lint: install  ## ruff (lint + format check), mypy on cli/, the import rules (pyproject.toml)
 	$(BIN)/ruff check cli tests bench

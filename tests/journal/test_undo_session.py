@@ -82,15 +82,18 @@ def test_undo_in_a_fresh_chat_names_the_session_the_change_came_from(
     with chat(ollama, workspace, config) as second:
         second.send("make a list\r")
         second.expect("Made the list.")
+        second.expect("›")  # the prompt is back: a line typed before it would wait there
         second.send("/undo\r")  # this chat's own change: no session named
         second.expect("/redo brings it back")
         own = said(second)
         assert "todo.md did not exist before change #2" in own
         assert "from" not in own.split("todo.md did not exist", 1)[1]
+        second.expect("›")
         second.send("/undo\r")  # the first chat's change
         second.expect("/redo brings it back")
         assert "restored notes.txt as it was before change #1 (write_file, " in said(second)
         assert f"UTC, from session {name})" in said(second)
+        second.expect("›")
         second.send("/exit\r")
         second.expect(pexpect.EOF)
     assert (workspace / "notes.txt").read_text() == "v1\n"
@@ -116,6 +119,7 @@ def test_a_change_store_written_before_session_names_still_undoes_from_an_earlie
         second.expect("/redo brings it back")
         assert "restored notes.txt as it was before change #1" in said(second)
         assert "UTC, from an earlier session)" in said(second)
+        second.expect("›")
         second.send("/exit\r")
         second.expect(pexpect.EOF)
     assert (workspace / "notes.txt").read_text() == "v1\n"
@@ -136,6 +140,7 @@ def test_undo_in_chat_names_the_agent_run_a_change_came_from(
         later.send("/undo\r")
         later.expect("/redo brings it back")
         assert re.search(r"UTC, from session run-[0-9_-]+\)", said(later))
+        later.expect("›")
         later.send("/exit\r")
         later.expect(pexpect.EOF)
     assert (workspace / "notes.txt").read_text() == "v1\n"
