@@ -153,7 +153,8 @@ def windows_refusal(argv: Sequence[str]) -> str | None:
     """On native Windows, the one line a command that needs POSIX ends with, before anything
     of it is imported; None elsewhere, and for help, --version, completion and the config
     commands (`agent run --help` still shows what run would do)."""
-    if "_AGENT_COMPLETE" in os.environ or any(a in ("-h", "--help") for a in argv):
+    options = argv[: argv.index("--")] if "--" in argv else argv  # after --: arguments
+    if "_AGENT_COMPLETE" in os.environ or any(a in ("-h", "--help") for a in options):
         return None
     at = next((i for i, a in enumerate(argv) if a == "--" or not a.startswith("-")), len(argv))
     if at >= len(argv) or argv[at] not in COMMANDS:

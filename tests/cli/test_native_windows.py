@@ -164,3 +164,10 @@ def test_config_works(tmp_path: Path, home: Path) -> None:
     shown = windows(tmp_path, "config")
     assert shown.returncode == 0, shown.stderr
     assert "mcp:" in shown.stdout and "Traceback" not in shown.stderr
+
+
+def test_a_prompt_that_looks_like_help_is_still_refused_in_one_line(tmp_path: Path) -> None:
+    """After `--` a word is the prompt, not a flag: `agent run -- --help` is a run."""
+    r = windows(tmp_path, "run", "--", "--help")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == f"agent: `agent run`: {WINDOWS_LINE}\n"
