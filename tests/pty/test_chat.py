@@ -189,6 +189,7 @@ def test_resume_reopens_the_latest_session(ollama: FakeOllama, workspace: Path) 
     second = spawn("--resume")
     say(second, "what was the code word?")
     second.expect("It was heron.")
+    second.expect(PROMPT)  # a line typed while the turn ends waits at the next prompt, unsent
     say(second, "/bye")
     second.expect(pexpect.EOF)
     users = [m["content"] for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
