@@ -309,8 +309,10 @@ def test_attack_non_utf8_terminal_crash(
     chat.send("what is in notes.txt?\r")
     chat.expect("second \\? item")  # a "•" bullet, and a "—" that became "?"
     chat.expect("tokens")
+    chat.expect_exact("?")  # the prompt ("?" for "›") is back: a line typed before it waits
     chat.send("/model ghost\r")  # an error line: "✖" cannot be written either
     chat.expect("is not on the server")
+    chat.expect_exact("?")
     chat.send("/exit\r")
     chat.expect(pexpect.EOF)
     chat.close()

@@ -139,6 +139,7 @@ def test_chat_resume_without_a_name_reopens_this_directorys_chat_not_a_later_one
         child.expect("›")
         child.send("and now?\r")
         child.expect("Still here.")
+        child.expect("›")  # a line typed as the turn ends would wait at the prompt, unsent
         child.send("/exit\r")
         child.expect(pexpect.EOF)
     finally:
@@ -166,6 +167,7 @@ def test_chat_resume_with_no_chat_in_this_directory_says_so_and_names_the_one_el
         child.expect("›")
         child.send("hello\r")
         child.expect("A new start.")
+        child.expect("›")  # a line typed as the turn ends would wait at the prompt, unsent
         child.send("/exit\r")
         child.expect(pexpect.EOF)
     finally:
