@@ -234,7 +234,10 @@ def test_a_slow_call_times_out_and_is_cancelled(
     run_cli: RunCli, ollama: FakeOllama, workspace: Path, tmp_path: Path
 ) -> None:
     cfg = config(workspace, {"s": stdio(script(tmp_path), timeout=1)}, ALLOW)
-    ollama.enqueue(reply(tool_calls=[tool_call("mcp__s__slow", {"seconds": 30})]), reply("ok"))
+    # The answer after the timeout takes 2 s: the server reads the cancel while the run goes
+    # on, not in the half second between its stdin closing and SIGTERM at the end.
+    answer = reply("ok", delay=1.0)
+    ollama.enqueue(reply(tool_calls=[tool_call("mcp__s__slow", {"seconds": 30})]), answer)
     r = run_cli("run", "-c", cfg, "go")
     assert r.code == 0, r.stderr
     (result,) = sent_results(ollama)

@@ -32,7 +32,7 @@ def chat(ollama: FakeOllama, workspace: Path) -> Iterator[pexpect.spawn]:
         cwd=str(workspace),
         env=env,
         encoding="utf-8",
-        timeout=20,
+        timeout=60,
         dimensions=(40, 110),
     )
     child.expect("metona-agent")
@@ -132,7 +132,7 @@ def test_chat_exits_1_when_the_server_is_unreachable(workspace: Path) -> None:
         cwd=str(workspace),
         env=env,
         encoding="utf-8",
-        timeout=20,
+        timeout=60,
     )
     child.expect("cannot reach Ollama at http://127.0.0.1:9")
     child.expect(pexpect.EOF)
@@ -149,7 +149,7 @@ def test_chat_exits_1_for_an_unknown_model(ollama: FakeOllama, workspace: Path) 
         cwd=str(workspace),
         env=env,
         encoding="utf-8",
-        timeout=20,
+        timeout=60,
     )
     child.expect("ollama pull ghost:1b")
     child.expect(pexpect.EOF)
@@ -172,7 +172,7 @@ def test_resume_reopens_the_latest_session(ollama: FakeOllama, workspace: Path) 
             cwd=str(workspace),
             env=env,
             encoding="utf-8",
-            timeout=20,
+            timeout=60,
         )
         child.expect(PROMPT)
         return child
