@@ -21,7 +21,9 @@ def rename(src: Target, dst: Target) -> None:
         parent_dir(dst, make_parents=True) as (dst_fd, dst_name),
     ):
         try:
-            _rename_noreplace(src_fd, src_name, dst_fd, dst_name)
+            # Atomic on Linux and macOS; where neither call works, link+unlink or
+            # mkdir-then-rename (cli/fs/_platform.py says what each can miss).
+            _platform.rename_noreplace(src_fd, src_name, dst_fd, dst_name)
         except OSError as exc:
             raise _rename_error(exc, src, dst) from None
         fsync_dir(dst_fd)
@@ -40,9 +42,3 @@ def _rename_error(exc: OSError, src: Target, dst: Target) -> ToolError:
     if exc.errno == errno.EINVAL:
         return ToolError(f"{dst.shown} is inside {src.shown}; cannot move there")
     return os_error(exc, src.shown, src.path)
-
-
-def _rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> None:
-    # The platform layer's no-replace rename: atomic on Linux and macOS; where neither call
-    # works, link+unlink or mkdir-then-rename (cli/fs/_platform.py says what each can miss).
-    _platform.rename_noreplace(src_fd, src, dst_fd, dst)

@@ -126,7 +126,7 @@ def _write_at(
     mode = (
         stat.S_IMODE(old.st_mode) & 0o777
         if old
-        else (0o666 & ~_umask() if new_mode is None else new_mode)
+        else (0o666 & ~_platform.umask() if new_mode is None else new_mode)
     )
     backed_up = False
     kept: bytes | None = None
@@ -267,10 +267,6 @@ def _unlink_quietly(dir_fd: int, name: str) -> None:
         os.unlink(name, dir_fd=dir_fd)
     except OSError:
         pass
-
-
-def _umask() -> int:
-    return _platform.umask()
 
 
 def atomic_write(path: str, data: bytes, *, new_mode: int | None = None) -> bool:

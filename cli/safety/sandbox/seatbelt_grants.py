@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 
+from cli.fs.folding import deepest_existing
 from cli.fs.paths import expand_user, is_within
 from cli.safety.sandbox import seatbelt
 from cli.safety.sandbox.spec import SandboxSpec, SandboxUnavailable, _platform
 from cli.safety.sandbox.view import (
     _ancestors,
     _hideable,
-    _nearest_existing,
     _writable,
     masked_in_shown,
     scan,
@@ -65,7 +65,7 @@ def _folds_case(path: str) -> bool:
     """Does the volume holding `path` find a name whatever its case? Told by looking up the
     last name of `path` (or of a dir above it) that has letters with their case swapped:
     per volume, not per OS (macOS disks can be case-sensitive, Linux dirs casefolded)."""
-    here = _nearest_existing(os.path.normpath(path)) if os.path.isabs(path) else "/"
+    here = deepest_existing(os.path.normpath(path)) if os.path.isabs(path) else "/"
     while here != "/":
         name = os.path.basename(here)
         if name.swapcase() != name:

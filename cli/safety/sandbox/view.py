@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli.fs.folding import deepest_existing
 from cli.fs.paths import expand_user, is_within
 from cli.safety import sensitive
 from cli.safety.sandbox.spec import SandboxSpec, SandboxUnavailable
@@ -441,12 +442,6 @@ def _writable(spec: SandboxSpec, path: str) -> bool:
     return any(is_within(path, w) for w in spec.writable)
 
 
-def _nearest_existing(path: str) -> str:
-    while not os.path.lexists(path):
-        path = os.path.dirname(path)
-    return path
-
-
 def _missing_holders(anchored: Iterable[str]) -> list[str]:
     """For each surface that does not exist yet inside a writable dir, the nearest dir on
     its way that does: made read-only (its entries writable again), so that a command
@@ -456,7 +451,7 @@ def _missing_holders(anchored: Iterable[str]) -> list[str]:
     for path in anchored:
         if os.path.lexists(path):
             continue
-        holder = _nearest_existing(path)
+        holder = deepest_existing(path)
         if os.path.isdir(holder) and not os.path.islink(holder):
             holders.append(holder)
     return holders
