@@ -105,6 +105,7 @@ COMMANDS = {
     "run": "run",
     "chat": "chat",
     "models": "models",
+    "eval": "eval",
     "history": "changes",
     "undo": "changes",
     "redo": "changes",

@@ -95,6 +95,11 @@ class ServerTimeout(BackendError):
     """The server stopped sending for longer than `ollama.timeout`."""
 
 
+class FormatRefused(BackendError):
+    """The server refused the JSON schema an answer was to hold to (ChatRequest.format): it
+    is sent no schema again, and the loop asks the same step once more in free text."""
+
+
 class StreamError(BackendError):
     """The stream broke: an error line, an undecodable line, a dropped connection."""
 

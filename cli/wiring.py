@@ -16,6 +16,7 @@ from cli.backends.ollama import OllamaClient
 from cli.config.settings import (
     API_KINDS,
     Config,
+    aids_of,
     config_dir,
     config_locations,
     data_dir,
@@ -85,6 +86,10 @@ def build_agent(
         instructions=instructions.text,
         compact_to=config.agent.compact_to,
         model_chosen=model_chosen(choices, config),
+        aids=aids_of(config.agent.aids),
+        tool_set=config.agent.tool_set,
+        profiles=tuple(config.models),
+        chosen=chosen_settings(choices, config),
     )
     context = ToolContext(
         cwd=policy.cwd,
@@ -117,6 +122,19 @@ def model_chosen(choices: Choices, config: Config) -> bool:
     if choices.model is not None:
         return True
     return ("ollama", "model") in config.lines and config.ollama.model != Config().ollama.model
+
+
+def chosen_settings(choices: Choices, config: Config) -> frozenset[str]:
+    """What the user set themselves, which a model's profile leaves as it is: the tool mode,
+    the temperature and thinking, each by a flag or a key of the config file."""
+    chosen = set()
+    if ("agent", "tool_mode") in config.lines:
+        chosen.add("tool_mode")
+    if ("ollama", "options", "temperature") in config.lines:
+        chosen.add("temperature")
+    if choices.think is not None or ("ollama", "think") in config.lines:
+        chosen.add("think")
+    return frozenset(chosen)
 
 
 def build_policy(config: Config, environ: Mapping[str, str], cwd: str, home: str) -> Policy:

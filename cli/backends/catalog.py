@@ -34,6 +34,9 @@ class ModelRow:
     # How the agent gives it tools, under agent.tool_mode and the policy: native | prompt |
     # none (None: unknown, its details are missing).
     tools: str | None = None
+    # The model's profile (cli/config/profiles.py) as the agent would apply it: its name and
+    # what it sets; None when none matches or the aids use none.
+    profile: Mapping[str, Any] | None = None
 
     @property
     def supports_tools(self) -> bool | None:
@@ -50,6 +53,7 @@ class ModelRow:
             "capabilities": None if self.capabilities is None else list(self.capabilities),
             "loaded": self.loaded,
             "tools": self.tools,
+            "profile": None if self.profile is None else dict(self.profile),
         }
 
 
@@ -57,9 +61,11 @@ def gather(
     backend: ChatBackend,
     workers: int = MAX_WORKERS,
     tools: Callable[[ModelInfo], str] | None = None,
+    profile: Callable[[ModelInfo], Mapping[str, Any] | None] | None = None,
 ) -> list[ModelRow]:
     """Every model the server has, sorted by name, with its details and load state;
-    `tools` says how the agent would give each its tools (native, prompt or none)."""
+    `tools` says how the agent would give each its tools (native, prompt or none), and
+    `profile` which profile it gets."""
     names = backend.list_models()
     loaded = _loaded(backend)
     if not names:
@@ -67,12 +73,15 @@ def gather(
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names)))) as pool:
         details = list(pool.map(lambda name: _details(backend, name), names))
     rows = [_row(name, info, loaded) for name, info in zip(names, details, strict=True)]
-    if tools is None:
-        return rows
-    return [
-        replace(row, tools=tools(info)) if isinstance(info, ModelInfo) else row
-        for row, info in zip(rows, details, strict=True)
-    ]
+    out = []
+    for row, info in zip(rows, details, strict=True):
+        if isinstance(info, ModelInfo):
+            if tools is not None:
+                row = replace(row, tools=tools(info))
+            if profile is not None:
+                row = replace(row, profile=profile(info))
+        out.append(row)
+    return out
 
 
 def _details(backend: ChatBackend, name: str) -> ModelInfo | str:

@@ -97,6 +97,11 @@ class ToolCall:
     arguments: Mapping[str, Any]
     id: str | None = None
     arguments_error: str | None = None
+    # What the model sent as arguments when they could not be used (`arguments_error`): a
+    # repair may still read them (a JSON object encoded twice). Not part of the call's value.
+    raw_arguments: Any = field(default=None, compare=False, repr=False)
+    # What a repair mended (cli/tools/repair.py), one short phrase each; () when nothing was.
+    repairs: tuple[str, ...] = ()
 
     def to_message(self) -> dict[str, Any]:
         """The call as it goes back to the server in history: `arguments` must be an object
@@ -112,6 +117,7 @@ def tool_call(name: str, args: Any, call_id: str | None) -> ToolCall:
     """One tool call from the arguments a server sent — an object, a JSON string (whole, or
     concatenated from fragments), or nothing. Arguments that are not a JSON object become
     `arguments_error`, which the model reads back; the loop always sends an object back."""
+    raw = args
     if isinstance(args, str):
         try:
             args = loads_json(args) if args.strip() else {}
@@ -119,11 +125,11 @@ def tool_call(name: str, args: Any, call_id: str | None) -> ToolCall:
             why = f"arguments nest deeper than {MAX_JSON_DEPTH} levels; send a flat object"
             return ToolCall(name, {}, call_id, why)
         except ValueError:
-            return ToolCall(name, {}, call_id, "arguments are not valid JSON; send an object")
+            return ToolCall(name, {}, call_id, "arguments are not valid JSON; send an object", raw)
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        return ToolCall(name, {}, call_id, "arguments must be a JSON object")
+        return ToolCall(name, {}, call_id, "arguments must be a JSON object", raw)
     try:
         # Python's json reads NaN and Infinity, which JSON does not have: history holding
         # them could never be sent back (requests refuses to encode it).
@@ -223,6 +229,9 @@ class ChatRequest:
     think: bool | str | None = None  # None: leave it out; a str is a level ("low" … "max")
     options: Mapping[str, Any] = field(default_factory=dict)
     keep_alive: str | int | None = None
+    # A JSON schema the answer must hold to (cli/loop/constrained.py), sent only to a server
+    # that says it can (ConstrainsReplies); None: free text.
+    format: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +286,15 @@ class ServesOneModel(Protocol):
     (llama-server, llama-cpp-python), or None. The default model gives way to it."""
 
     def only_model(self) -> str | None: ...
+
+
+@runtime_checkable
+class ConstrainsReplies(Protocol):
+    """Optional for a backend: whether the server can hold an answer to a JSON schema
+    (ChatRequest.format): Ollama's `format` since 0.5, `response_format` on the
+    OpenAI-compatible servers. False once a server refused it."""
+
+    def constrains_replies(self) -> bool: ...
 
 
 @runtime_checkable

@@ -46,6 +46,7 @@ from cli.errors import (
     AgentError,
     BackendError,
     ContextTooLong,
+    FormatRefused,
     ModelNotFound,
     ModelUnsupported,
     ServerTimeout,
@@ -154,6 +155,7 @@ class OllamaClient:
         self._shown: dict[str, ModelInfo] = {}
         self._tags: dict[str, Mapping[str, Any]] = {}
         self._lock = threading.Lock()
+        self._constrains: bool | None = None  # takes `format` as a JSON schema: not asked yet
         if api_key:  # as ollama-python does, for servers behind an auth proxy
             self._headers["Authorization"] = f"Bearer {api_key}"
 
@@ -182,7 +184,17 @@ class OllamaClient:
             body["think"] = request.think
         if request.keep_alive is not None:
             body["keep_alive"] = request.keep_alive
-        response = self._request("POST", "/api/chat", body, stream=True, model=request.model)
+        if request.format is not None and self.constrains_replies():
+            body["format"] = dict(request.format)  # a JSON schema (Ollama 0.5+)
+        try:
+            response = self._request("POST", "/api/chat", body, stream=True, model=request.model)
+        except BackendError as exc:
+            if "format" in body and _refuses_format(exc.message):
+                self._constrains = False
+                raise FormatRefused(
+                    f"Ollama at {self._base} refused the answer's JSON schema ({exc.message})"
+                ) from None
+            raise
         with response:
             yield from self._read_stream(response, request.model)
             keep_connection(response)
@@ -248,6 +260,16 @@ class OllamaClient:
             quantization=_str(details.get("quantization_level")) or None,
             thinks_in_levels=bool({_str(details.get("family")), _str(arch)} & _LEVEL_THINKERS),
         )
+
+    def constrains_replies(self) -> bool:
+        """Whether this server takes a JSON schema as `format` (Ollama 0.5.0 and later;
+        implements `messages.ConstrainsReplies`). Asked once: GET /api/version."""
+        if self._constrains is None:
+            try:
+                self._constrains = _version_at_least(self.version(), (0, 5, 0))
+            except AgentError:
+                self._constrains = False
+        return self._constrains
 
     def version(self) -> str:
         data = self._json("GET", "/api/version")
@@ -491,6 +513,18 @@ def keep_connection(response: requests.Response, budget: int = 65536) -> None:
         return
     finally:
         watchdog.cancel()
+
+
+def _version_at_least(version: str, least: tuple[int, ...]) -> bool:
+    """ "0.12.3" (or "0.5.0-rc1") at least `least`; False for what is not a version."""
+    parts = re.findall(r"\d+", version.split("-")[0])[: len(least)]
+    return len(parts) == len(least) and tuple(int(p) for p in parts) >= least
+
+
+def _refuses_format(message: str) -> bool:
+    """An HTTP error about the JSON schema sent as `format` (not about the prompt)."""
+    low = message.lower()
+    return "format" in low and ("schema" in low or "grammar" in low or "invalid" in low)
 
 
 def parse_chunk(data: Mapping[str, Any]) -> ChatChunk:

@@ -14,7 +14,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
@@ -58,12 +58,15 @@ from cli.backends.sending import BUSY_RETRIES, send
 from cli.errors import (
     BackendError,
     ContextTooLong,
+    FormatRefused,
     ModelNotFound,
     ModelUnsupported,
     ServerTimeout,
     StreamError,
     WrongURL,
 )
+
+T = TypeVar("T")
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 CONNECT_TIMEOUT = 10.0
@@ -140,6 +143,10 @@ class OpenAIClient:
         self._lm_studio_cache: tuple[float, dict[str, tuple[int | None, int | None]]] | None = None
         # identity: the body is read with read1(), which does not undo a gzip'd answer.
         self._headers = {"Accept-Encoding": "identity"}
+        # How this server takes an answer's JSON schema, the likeliest first: OpenAI's
+        # `json_schema` (llama-server, vLLM, LM Studio, Ollama's /v1), then `json_object` with
+        # a `schema` (llama-cpp-python's server, which refuses the other with HTTP 422).
+        self._format_styles = ["json_schema", "json_object"]
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
 
@@ -156,14 +163,20 @@ class OpenAIClient:
         body = self._body(request, messages)
         started = self._clock()
         if not self._stream:
-            answer = self._complete(body, request.model)
+            answer = self._formatted(request, lambda b: self._complete(b, request.model), body)
             answer.started = started
             answer.ended = self._clock()
             yield from answer.chunks(self._finish(answer))
             return
         turn = Answer(started=started)
         streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        response = self._request("POST", "/chat/completions", streamed, model=request.model)
+
+        def post(sent: dict[str, Any]) -> requests.Response:
+            nonlocal body
+            body = {k: v for k, v in sent.items() if k not in ("stream", "stream_options")}
+            return self._request("POST", "/chat/completions", sent, model=request.model)
+
+        response = self._formatted(request, post, streamed)
         with response:
             if _is_json(response):  # a server that ignores `stream` answers in one piece
                 turn = self._parse_completion(self._read_json(response, "/chat/completions"))
@@ -188,6 +201,36 @@ class OpenAIClient:
             done_reason=done_reason_of(turn.finish_reason),
             stats=turn.stats(),
         )
+
+    def constrains_replies(self) -> bool:
+        """Whether to send `response_format` with a JSON schema (implements
+        `messages.ConstrainsReplies`): yes until the server refused both ways of writing it
+        (the OpenAI way, then llama-cpp-python's `json_object` with a `schema`)."""
+        return bool(self._format_styles)
+
+    def _formatted(
+        self, request: ChatRequest, send: Callable[[dict[str, Any]], T], body: dict[str, Any]
+    ) -> T:
+        """`send(body)`, with the answer's JSON schema (request.format) as `response_format`
+        in the first style this server takes: a refusal of one style tries the next, and a
+        refusal of the last is FormatRefused (the loop asks again in free text)."""
+        if request.format is None or not self._format_styles:
+            return send(body)
+        while True:
+            style = self._format_styles[0]
+            try:
+                return send({**body, "response_format": _response_format(style, request.format)})
+            except ContextTooLong:
+                raise
+            except BackendError as exc:
+                if not _refuses_format(exc.message):
+                    raise
+                self._format_styles.pop(0)
+                if not self._format_styles:
+                    raise FormatRefused(
+                        f"the server at {self._base} takes no JSON schema for the answer "
+                        f"({exc.message})"
+                    ) from None
 
     def list_models(self) -> list[str]:
         entries = self._model_entries()
@@ -631,6 +674,18 @@ class OpenAIClient:
             f"the server at {self._base} sent nothing for {self._timeout:g} s "
             "(ollama.timeout); the model may still be loading: try again or raise ollama.timeout"
         )
+
+
+def _response_format(style: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    if style == "json_object":
+        return {"type": "json_object", "schema": dict(schema)}
+    return {"type": "json_schema", "json_schema": {"name": "reply", "schema": dict(schema)}}
+
+
+def _refuses_format(message: str) -> bool:
+    """An HTTP error about `response_format` (not about the prompt or the tools)."""
+    low = message.lower()
+    return any(word in low for word in ("response_format", "json_schema", "json_object", "schema"))
 
 
 class _NoSuchPath(BackendError):

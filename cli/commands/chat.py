@@ -128,7 +128,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
             f"tools {'on' if agent.tools_on() else 'off'} · "
             f"confirm: {escape(agent.policy.config.confirm)} · "
-            f"think {think_state(settings.think) if info.supports_thinking else 'off'}"
+            f"think {think_state(agent.think) if info.supports_thinking else 'off'}"
             " [dim]· /help[/]",
             highlight=False,
         )
@@ -146,7 +146,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         renderer = ChatRenderer(
             console,
             cwd=agent.policy.cwd,
-            show_thinking=bool(settings.think),
+            show_thinking=bool(agent.think),
             model=settings.model,
             keys=typeahead,
             waited=lambda: approver.waited,

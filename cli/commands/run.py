@@ -254,7 +254,7 @@ def _drive(
     trace = RunTrace(
         console,
         record,
-        show_thinking=bool(agent.settings.think),
+        show_thinking=bool(agent.think),
         stdin=terminal.stdin,
         # a terminal: the answer streams there, unless stdout carries JSON
         stdout=terminal.stdout if output == "text" else None,

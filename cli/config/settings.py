@@ -56,6 +56,27 @@ def tool_mode_for(setting: str, native: bool, any_tools: bool) -> str:
     return setting
 
 
+# The tools the model is offered: auto (the model's profile chooses, else full), full (all
+# the policy enables), compact (read, list, search, write and edit, with short descriptions:
+# cli/tools/compact.py).
+TOOL_SETS = ("auto", "full", "compact")
+# What helps a small model finish the work, each switchable (agent.aids, `agent eval --aids`):
+# repair (unambiguous slips in a call are mended: cli/tools/repair.py), profiles (a model's
+# tool mode, temperature, think and num_ctx floor from cli/config/profiles.py and `models:`),
+# compact (the compact tool set where the profile chooses it), constrained (in prompt mode,
+# the server holds the answer to a JSON schema of the offered calls, where it can:
+# cli/loop/constrained.py), user_results (in prompt mode, tool results go as user messages:
+# many templates of models without tool support drop the tool role's messages).
+AID_NAMES = ("repair", "profiles", "compact", "constrained", "user_results")
+
+
+def aids_of(value: bool | list[str]) -> frozenset[str]:
+    """agent.aids as the set of aids in force: true (on) is all of them, false (off) none."""
+    if isinstance(value, bool):
+        return frozenset(AID_NAMES) if value else frozenset()
+    return frozenset(value)
+
+
 SANDBOX_MODES = ("auto", "bwrap", "landlock", "seatbelt", "off")
 CONFIRM_MODES = ("all", "write-only", "none")
 # `think` as Ollama takes it besides true/false (api.ThinkValue); gpt-oss takes only these.
@@ -139,6 +160,9 @@ class AgentConfig:
     # that much again, and the following steps append to it.
     compact_to: float = _setting(0.33, minimum=0.1, maximum=0.9)
     bell: bool = True  # ring the terminal bell when a confirmation waits for an answer
+    # The aids for small models (AID_NAMES): on (YAML's `on` is true), off, or a list of them.
+    aids: bool | list[str] = _setting(True, aid_names=AID_NAMES)
+    tool_set: str = _setting("auto", choices=TOOL_SETS)
 
 
 @dataclass(frozen=True)
@@ -233,11 +257,27 @@ class McpConfig:
 
 
 @dataclass(frozen=True)
+class ModelProfileConfig:
+    """One entry of `models:`: what a model whose name matches `match` (and whose size fits
+    `size`) gets; a key left out is the built-in profile's (cli/config/profiles.py)."""
+
+    match: str = ""  # a glob of the model's name, case ignored: "qwen3:*", "*coder*"
+    size: str = ""  # its parameters: "<4B", "<=1.7B", ">=7B", ">100M"; "" any size
+    tool_mode: str = ""  # auto | native | prompt
+    temperature: float | None = None
+    think: bool | str | None = None  # true, false or a level
+    tool_set: str = ""  # full | compact
+    num_ctx: int | None = None  # the least num_ctx asked for
+
+
+@dataclass(frozen=True)
 class Config:
     ollama: OllamaConfig = field(default_factory=OllamaConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
+    # Model profiles of the user's own, checked before the built-in ones (first match wins).
+    models: list[ModelProfileConfig] = _setting([], profiles=True)
     source: str | None = field(default=None, compare=False)  # the file it came from
     # The line of every key the file set (dotted path as a tuple), for `agent config`.
     lines: Mapping[tuple[str, ...], int] = field(default_factory=dict, compare=False)
@@ -342,15 +382,30 @@ def load_config(path: Path | None) -> Config:
 
 
 def parse_config(text: str, source: str) -> Config:
+    data, lines = read_yaml(text, source)
+    if data is None:
+        return dataclasses.replace(Config(), source=source)
+    builder = _Builder(source, lines)
+    config: Config = builder.build(Config, data, ())
+    return dataclasses.replace(config, source=source, lines=lines)
+
+
+def read_yaml(
+    text: str, source: str, what: str = "config", *, items: bool = False
+) -> tuple[Any, dict[tuple[str, ...], int]]:
+    """YAML text as plain data, read as a config is (no aliases, no deep nesting, no key twice
+    in a mapping: ConfigError naming `what`, the file and the line), and the line of every
+    key by its path; with `items`, of every list item too, its index as a path component."""
     import yaml
 
     try:
         loader = _loader_class()(text, source)  # the reader refuses some characters at once
+        loader.what = what
         try:
             node = loader.get_single_node()
             lines: dict[tuple[str, ...], int] = {}
             if node is not None:
-                _index_lines(node, (), lines, source)
+                _index_lines(node, (), lines, f"{what} {source}", items)
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -358,12 +413,8 @@ def parse_config(text: str, source: str) -> Config:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"config {source}{where}: invalid YAML: {problem}") from None
-    if data is None:
-        return dataclasses.replace(Config(), source=source)
-    builder = _Builder(source, lines)
-    config: Config = builder.build(Config, data, ())
-    return dataclasses.replace(config, source=source, lines=lines)
+        raise ConfigError(f"{what} {source}{where}: invalid YAML: {problem}") from None
+    return data, lines
 
 
 @functools.cache
@@ -387,6 +438,7 @@ def _loader_class() -> type[Any]:
         def __init__(self, text: str, source: str) -> None:
             super().__init__(text)
             self.source = source
+            self.what = "config"
             self.depth = 0
 
         def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
@@ -408,7 +460,7 @@ def _loader_class() -> type[Any]:
         def refused(self, why: str) -> ConfigError:
             event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
             where = f", line {event.start_mark.line + 1}" if event.start_mark else ""
-            return ConfigError(f"config {self.source}{where}: {why}")
+            return ConfigError(f"{self.what} {self.source}{where}: {why}")
 
     return Loader
 
@@ -418,6 +470,7 @@ def _index_lines(
     path: tuple[str, ...],
     lines: dict[tuple[str, ...], int],
     source: str,
+    items: bool = False,
 ) -> None:
     """Record the line of every key. Refuse duplicate keys (PyYAML keeps the last one
     silently, which hides a typo'd second `policy:` block). No node is met twice: the loader
@@ -433,7 +486,7 @@ def _index_lines(
             if key in keys:
                 dotted = ".".join((*path, key))
                 raise ConfigError(
-                    f"config {source}, line {key_node.start_mark.line + 1}: "
+                    f"{source}, line {key_node.start_mark.line + 1}: "
                     f"key '{dotted}' appears twice; keep one"
                 )
             keys.add(key)
@@ -441,25 +494,42 @@ def _index_lines(
             lines[key_path] = key_node.start_mark.line + 1
             children.append((key, value_node))
     elif isinstance(node, yaml.SequenceNode):
-        children = [(None, item) for item in node.value]
+        numbered = enumerate(node.value)
+        children = [(str(i) if items else None, item) for i, item in numbered]
     for child_key, child in children:
         child_path = path if child_key is None else (*path, child_key)
-        _index_lines(child, child_path, lines, source)
+        _index_lines(child, child_path, lines, source, items)
+
+
+def build_section(
+    cls: type[Any],
+    data: Any,
+    source: str,
+    path: tuple[str, ...],
+    lines: Mapping[tuple[str, ...], int],
+    what: str = "config",
+) -> Any:
+    """One section of the config (PolicyConfig, say) from plain data, checked as the config's
+    own is: a key left out is its default; errors name `source`, the line and the key."""
+    return _Builder(source, lines, what).build(cls, {} if data is None else data, path)
 
 
 class _Builder:
     """Checks plain YAML data against the dataclasses and builds them, naming file, line and
     key in every error."""
 
-    def __init__(self, source: str, lines: Mapping[tuple[str, ...], int]) -> None:
+    def __init__(
+        self, source: str, lines: Mapping[tuple[str, ...], int], what: str = "config"
+    ) -> None:
         self.source = source
         self.lines = lines
+        self.what = what
 
     def fail(self, path: tuple[str, ...], message: str) -> ConfigError:
         line = self.lines.get(path)
         where = f", line {line}" if line else ""
         key = ".".join(path) or "(top level)"
-        return ConfigError(f"config {self.source}{where}: {key}: {message}")
+        return ConfigError(f"{self.what} {self.source}{where}: {key}: {message}")
 
     def build(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
         if not isinstance(data, dict):
@@ -477,6 +547,10 @@ class _Builder:
 
     def value(self, hint: Any, cls: type[Any], name: str, value: Any, path: tuple[str, ...]) -> Any:
         meta = next(f.metadata for f in dataclasses.fields(cls) if f.name == name)
+        if meta.get("aid_names"):
+            return self.aids(value, path, meta["aid_names"])
+        if meta.get("profiles"):
+            return self.profiles(value, path)
         if dataclasses.is_dataclass(hint):
             return self.build(hint, {} if value is None else value, path)  # type: ignore[arg-type]
         origin = get_origin(hint)
@@ -516,6 +590,82 @@ class _Builder:
         if choices and value not in choices:
             raise self.fail(path, f"expected one of {', '.join(choices)}; got {value!r}")
         return value
+
+    def aids(self, value: Any, path: tuple[str, ...], names: tuple[str, ...]) -> bool | list[str]:
+        """agent.aids: on or off (YAML reads both as booleans; "on"/"off" quoted are taken
+        too), or a list of aid names."""
+        if isinstance(value, bool):
+            return value
+        if value in ("on", "off"):
+            return bool(value == "on")
+        if isinstance(value, list):
+            for item in value:
+                if item not in names:
+                    raise self.fail(path, f"unknown aid {item!r}; the aids are: {', '.join(names)}")
+            return [str(item) for item in dict.fromkeys(value)]
+        raise self.fail(
+            path, f"expected on, off or a list of aids ({', '.join(names)}); got {_kind(value)}"
+        )
+
+    def profiles(self, value: Any, path: tuple[str, ...]) -> list[ModelProfileConfig]:
+        """`models:`: a list of entries, each a mapping with `match` and the keys it sets."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected a list of model entries, got {_kind(value)}")
+        entries = []
+        for index, item in enumerate(value):
+            where = (*path, str(index))
+            if not isinstance(item, dict):
+                raise self.fail(path, f"entry {index + 1}: expected a mapping, got {_kind(item)}")
+            entries.append(self.profile(item, where, index + 1))
+        return entries
+
+    def profile(self, item: dict[Any, Any], path: tuple[str, ...], number: int) -> Any:
+        from cli.config.profiles import size_bound
+
+        known = [f.name for f in dataclasses.fields(ModelProfileConfig)]
+        entry = f"entry {number}"
+        values: dict[str, Any] = {}
+        for key, value in item.items():
+            if key not in known:
+                raise self.fail(
+                    path[:-1], f"{entry}: unknown key {key!r}; known: {', '.join(known)}"
+                )
+            values[key] = self.profile_value(str(key), value, path[:-1], entry)
+        if not values.get("match"):
+            raise self.fail(path[:-1], f"{entry}: `match` (a glob of model names) is required")
+        if values.get("size") and size_bound(values["size"]) is None:
+            raise self.fail(
+                path[:-1],
+                f"{entry}: size {values['size']!r}: expected <N, <=N, >N or >=N with N in M or "
+                "B parameters, e.g. <4B",
+            )
+        return ModelProfileConfig(**values)
+
+    def profile_value(self, key: str, value: Any, path: tuple[str, ...], entry: str) -> Any:
+        expected = {
+            "match": "a string",
+            "size": "a string",
+            "tool_mode": f"one of {', '.join(TOOL_MODES)}",
+            "temperature": "a number from 0 to 2",
+            "think": f"true, false or one of {', '.join(THINK_LEVELS)}",
+            "tool_set": "full or compact",
+            "num_ctx": "a whole number of at least 1024",
+        }[key]
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = {
+            "match": isinstance(value, str),
+            "size": isinstance(value, str),
+            "tool_mode": value in TOOL_MODES,
+            "temperature": number and 0 <= value <= 2,
+            "think": isinstance(value, bool) or value in THINK_LEVELS,
+            "tool_set": value in ("full", "compact"),
+            "num_ctx": isinstance(value, int) and not isinstance(value, bool) and value >= 1024,
+        }[key]
+        if not ok:
+            raise self.fail(path, f"{entry}: {key}: expected {expected}, got {_kind(value)}")
+        return float(value) if key == "temperature" else value
 
     def server(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
         if not _SERVER_NAME.fullmatch(path[-1]):

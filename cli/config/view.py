@@ -65,6 +65,15 @@ def _leaves(node: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any
         value = getattr(node, field.name)
         if dataclasses.is_dataclass(value):
             out += _leaves(value, (*path, field.name))
+        elif isinstance(value, list) and any(dataclasses.is_dataclass(v) for v in value):
+            # models: each entry with the keys it sets
+            entries = [
+                dataclasses.asdict(v)
+                for v in value
+                if dataclasses.is_dataclass(v) and not isinstance(v, type)
+            ]
+            plain_list = [{k: v for k, v in e.items() if v not in ("", None)} for e in entries]
+            out.append(((*path, field.name), plain_list))
         elif isinstance(value, dict) and any(dataclasses.is_dataclass(v) for v in value.values()):
             # mcp.servers: each server's settings as the YAML would write them
             plain = {k: dataclasses.asdict(v) for k, v in value.items()}

@@ -28,6 +28,7 @@ from cli import tools
 from cli.backends.messages import (
     ChatBackend,
     ChatRequest,
+    ConstrainsReplies,
     Message,
     ModelInfo,
     ReportsLoadedModels,
@@ -35,10 +36,12 @@ from cli.backends.messages import (
     Stats,
     ToolCall,
 )
-from cli.config.settings import tool_mode_for
-from cli.errors import AgentError, ContextTooLong, MessageTooLong, StreamError
+from cli.config.profiles import Profile, profile_for, tool_mode_setting
+from cli.config.settings import ModelProfileConfig, tool_mode_for
+from cli.errors import AgentError, ContextTooLong, FormatRefused, MessageTooLong, StreamError
 from cli.loop import outcomes
 from cli.loop.approval import ApprovalRequest, Approver
+from cli.loop.constrained import read_reply, reply_schema
 from cli.loop.decision import Deciding
 from cli.loop.decision import decide as decide_call
 from cli.loop.events import (
@@ -80,6 +83,7 @@ from cli.loop.tokens import estimate_tokens, message_tokens, shrink_result
 from cli.loop.window import Compaction, Window
 from cli.safety.policy import Policy
 from cli.tools import Tool, ToolContext, foreseen, unchanged
+from cli.tools.repair import LenientNames, mended_line, repair_call
 
 if TYPE_CHECKING:
     from cli.mcp.servers import McpServers
@@ -116,6 +120,14 @@ class AgentSettings:
     # False: the model is the default (no -m, no ollama.model in the config file); a server
     # that serves one model then gets that one (Agent.model_info).
     model_chosen: bool = True
+    # The aids for small models in force (cli/config/settings.py AID_NAMES); none by default
+    # here, as the wiring passes agent.aids.
+    aids: frozenset[str] = frozenset()
+    tool_set: str = "auto"  # auto (the profile's, else full) | full | compact
+    profiles: tuple[ModelProfileConfig, ...] = ()  # the user's `models:` entries
+    # What the user set themselves, which no profile changes: any of tool_mode,
+    # temperature, think (a flag, a config key, /think).
+    chosen: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -218,6 +230,7 @@ class Agent:
         self._held: dict[str, int] = {}
         self._stated: dict[str, int] = {}
         self._models: dict[str, ModelInfo] = {}
+        self._profiles: dict[object, Profile | None] = {}
         self._told: set[str] = set()  # notices already given this session
         # What the server is sent of the conversation (cli/loop/window.py): append-only between
         # compactions. One per conversation list; /clear and --resume start a new one.
@@ -286,13 +299,84 @@ class Agent:
         none, or agent.tool_mode is native and the model has no tool support)."""
         info = info or self.model_info()
         enabled = bool(self.policy.enabled_tools())
-        return tool_mode_for(self.settings.tool_mode, info.supports_tools, enabled)
+        profile = self._profiled("tool_mode")
+        setting = tool_mode_setting(self.settings.tool_mode, profile, info.supports_tools)
+        return tool_mode_for(setting, info.supports_tools, enabled)
 
     def tools_on(self) -> bool:
         return self.tool_mode() != "off"
 
     def thinking_on(self) -> bool:
-        return bool(self.settings.think) and self.model_info().supports_thinking
+        return bool(self.think) and self.model_info().supports_thinking
+
+    # -- what the model's profile changes (agent.aids: profiles, compact) ------------------
+
+    def profile(self, info: ModelInfo | None = None) -> Profile | None:
+        """The current model's profile (cli/config/profiles.py), when the aids use one."""
+        if not {"profiles", "compact"} & self.settings.aids:
+            return None
+        info = info or self.model_info()
+        key = (info.name, info.parameter_size, self.settings.profiles)
+        if key not in self._profiles:
+            found = profile_for(info.name, info.parameter_size, self.settings.profiles)
+            self._profiles[key] = found
+        return self._profiles[key]
+
+    def _profiled(self, what: str) -> Profile | None:
+        """The profile, where it may say `what` (the user did not set it themselves)."""
+        if "profiles" not in self.settings.aids or what in self.settings.chosen:
+            return None
+        return self.profile()
+
+    @property
+    def think(self) -> bool | str:
+        """Thinking as asked for: the user's setting, else the model's profile's."""
+        profile = self._profiled("think")
+        if profile is not None and profile.think is not None:
+            return profile.think
+        return self.settings.think
+
+    def tool_set(self) -> str:
+        """full | compact: agent.tool_set, else (auto) the profile's, else full."""
+        if self.settings.tool_set != "auto":
+            return self.settings.tool_set
+        profile = self.profile() if "compact" in self.settings.aids else None
+        return profile.tool_set if profile is not None and profile.tool_set else "full"
+
+    def offered_tools(self) -> list[str]:
+        """The tools offered to the model: those the policy enables, of the compact set only
+        when that is in force (MCP tools either way)."""
+        names = self.policy.enabled_tools()
+        if self.tool_set() == "compact":
+            names = [n for n in names if n in tools.COMPACT_TOOLS or n not in tools.ALL_TOOLS]
+        return names
+
+    def box(self) -> Mapping[str, Tool]:
+        """Every tool by name, the compact definitions in place of the full ones when the
+        compact set is in force (the same code runs them)."""
+        if self.tool_set() != "compact":
+            return self.toolbox
+        return {**self.toolbox, **tools.COMPACT_TOOLS}
+
+    def _constrains(self, mode: str) -> bool:
+        """Prompt mode's replies are held to a JSON schema (agent.aids: constrained): where the
+        server can, and not while the model thinks (its thinking is free text)."""
+        if mode != "prompt" or "constrained" not in self.settings.aids or self.thinking_on():
+            return False
+        return isinstance(self.backend, ConstrainsReplies) and self.backend.constrains_replies()
+
+    def _reply_format(self, mode: str, definitions: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The JSON schema of this request's reply (cli/loop/constrained.py), or None."""
+        return reply_schema(definitions) if definitions and self._constrains(mode) else None
+
+    def _user_results(self, info: ModelInfo) -> bool:
+        """Tool results go as labelled user messages: in prompt mode under agent.aids
+        user_results (many templates of models without tool support drop the tool role's
+        messages: Ollama's gemma3 and mistral ones, llama-cpp-python's chatml-function-calling),
+        and to a server that refused the tool role."""
+        if self.settings.model in self._no_tool_role:
+            return True
+        return "user_results" in self.settings.aids and self.tool_mode(info) == "prompt"
 
     def system_prompt(self, mode: str | None = None) -> str:
         mode = mode or self.tool_mode()
@@ -300,8 +384,9 @@ class Agent:
         if mode == "prompt":
             from cli.loop.toolprompt import describe_tools
 
-            names = self.policy.enabled_tools()
-            described = describe_tools([self.toolbox[n].definition() for n in names])
+            box = self.box()
+            definitions = [box[n].definition() for n in self.offered_tools()]
+            described = describe_tools(definitions, constrained=self._constrains(mode))
         return build_system_prompt(
             self.surroundings,
             mode != "off",
@@ -335,11 +420,11 @@ class Agent:
         mode = self.tool_mode(info)
         if self.mcp is not None and mode == "prompt":  # the prompt lists the servers' tools too
             self._set_system_prompt(conversation, mode)
-        tool_names = self.policy.enabled_tools() if mode != "off" else []
+        tool_names = self.offered_tools() if mode != "off" else []
         yield from self._capability_notices(info, mode)
         if sees_images(info) is False and any("images" in m for m in conversation):
             yield from self._once(blind_notice(info.name))
-        definitions = [self.toolbox[name].definition() for name in tool_names]
+        definitions = [self.box()[name].definition() for name in tool_names]
         loaded = self._loaded_context(info.name)
         total, steps, retried_empty, limit = Stats(), 0, False, self.settings.max_steps
         guard = RepeatGuard()
@@ -349,12 +434,13 @@ class Agent:
             if steps > 1 and self.mcp is not None and mode != "off":
                 for line in self.mcp_tools():  # a list_changed is heard before the next step
                     yield Notice(line)
-                if self.policy.enabled_tools() != tool_names:
-                    tool_names = self.policy.enabled_tools()
-                    definitions = [self.toolbox[name].definition() for name in tool_names]
+                if self.offered_tools() != tool_names:
+                    tool_names = self.offered_tools()
+                    definitions = [self.box()[name].definition() for name in tool_names]
                     if mode == "prompt":
                         self._set_system_prompt(conversation, mode)
             request_tools = definitions if mode == "native" else []
+            reply_format = self._reply_format(mode, definitions) if mode == "prompt" else None
             if costed[0] is not request_tools:  # once, not every step: they seldom change
                 costed = (request_tools, tools_cost_of(request_tools))
             tools_cost = costed[1]
@@ -363,8 +449,19 @@ class Agent:
             kept = len(conversation)
             try:
                 turn, plan = yield from self._call(
-                    conversation, plan, info, request_tools, tools_cost
+                    conversation, plan, info, request_tools, tools_cost, reply_format
                 )
+            except FormatRefused:
+                # The server takes no JSON schema for the answer (it says so once; it is sent
+                # none from now on): the same step again, the tools described for free text.
+                del conversation[kept:]
+                self._set_system_prompt(conversation, mode)
+                yield Notice(
+                    "the server cannot hold answers to a JSON schema: the model writes its "
+                    "calls as text (agent.aids: constrained)"
+                )
+                steps -= 1
+                continue
             except AgentError as exc:
                 if self._refused_tool_role(exc, mode, conversation):
                     steps -= 1
@@ -390,12 +487,30 @@ class Agent:
             context = self._context_use(plan, turn.stats)
             total = total + turn.stats
             calls, content, said = turn.calls, turn.content, turn.content
+            mending = "repair" in self.settings.aids
+            if not calls and reply_format is not None:
+                # A reply held to the schema: a call, or the answer. Either way its text did
+                # not stream (it is JSON): what it says is shown now.
+                known = LenientNames(tool_names) if mending else tool_names
+                read = read_reply(turn.content, known)
+                if read is not None:
+                    calls, content = read
+                shown = content if read is not None else turn.content
+                if shown:
+                    yield ContentDelta(shown)
             if not calls:
-                # Only the offered tools' names: anything else written as a call is text.
-                calls, content = extract_tool_calls(turn.content, tool_names)
+                # Only the offered tools' names (or one a repair reads as one of them):
+                # anything else written as a call is text.
+                known = LenientNames(tool_names) if mending else tool_names
+                calls, content = extract_tool_calls(turn.content, known)
                 # In prompt mode the model sees its own calls as it wrote them: templates of
                 # models without tool support do not show `tool_calls`.
                 said = turn.content if mode == "prompt" else content
+            if mending and calls:
+                # Mended before anything sees them: history then shows the calls as they ran.
+                box = self.box()
+                schemas = {name: box[name].parameters for name in tool_names if name in box}
+                calls = [repair_call(call, schemas, tools.ALL_TOOLS) for call in calls]
             conversation.append(turn.message(calls, said))
             yield StepFinished(steps, turn.stats, len(calls), turn.done_reason)
             elapsed = self.clock() - started
@@ -481,6 +596,9 @@ class Agent:
         text = turn.content.strip()
         if text:
             conversation.append({"role": "assistant", "content": turn.content})
+            read = read_reply(text, ()) if self._constrains(self.tool_mode(info)) else None
+            if read is not None and read[1]:  # the prompt asked for JSON: {"answer": …}
+                text = read[1].strip()
         return text, turn.stats
 
     def _cut_notice(self, info: ModelInfo, plan: _Plan) -> str:
@@ -512,13 +630,15 @@ class Agent:
         info: ModelInfo,
         request_tools: list[dict[str, Any]],
         tools_cost: int,
+        reply_format: dict[str, Any] | None = None,
     ) -> Generator[Event, None, tuple[_Turn, _Plan]]:
         """One model call. A prompt the server refuses as longer than its context (we send
         `truncate: false`, so it refuses instead of cutting) is compacted and sent once
         more; refused again, the turn fails naming ollama.max_num_ctx."""
         turn = _Turn()
         try:
-            yield from self._stream(self._request(plan, info, request_tools), turn, conversation)
+            request = self._request(plan, info, request_tools, reply_format)
+            yield from self._stream(request, turn, conversation)
             return turn, plan
         except ContextTooLong as exc:
             if turn.size:
@@ -533,7 +653,8 @@ class Agent:
         yield Notice(_trim_notice(plan, harder, self._limits(info)))
         turn = _Turn()
         try:
-            yield from self._stream(self._request(harder, info, request_tools), turn, conversation)
+            request = self._request(harder, info, request_tools, reply_format)
+            yield from self._stream(request, turn, conversation)
         except ContextTooLong as exc:
             if turn.size:
                 raise
@@ -587,7 +708,9 @@ class Agent:
     def _stream(
         self, request: ChatRequest, turn: _Turn, conversation: list[Message]
     ) -> Iterator[Event]:
-        """Stream one answer into `turn`, yielding its deltas."""
+        """Stream one answer into `turn`, yielding its deltas (not the text of one held to a
+        JSON schema: the loop shows what it says once it is whole)."""
+        show_text = request.format is None
         changed = self._prefix_change(request)
         if changed:
             yield Notice(changed, detail=True)
@@ -596,7 +719,7 @@ class Agent:
                 turn.add_text(chunk.content, chunk.thinking)
                 if chunk.thinking:
                     yield ThinkingDelta(chunk.thinking)
-                if chunk.content:
+                if chunk.content and show_text:
                     yield ContentDelta(chunk.content)
                 if chunk.tool_calls:
                     turn.add_calls(chunk.tool_calls, self.settings.max_answer_chars)
@@ -616,20 +739,25 @@ class Agent:
             raise
 
     def _request(
-        self, plan: _Plan, info: ModelInfo, request_tools: list[dict[str, Any]]
+        self,
+        plan: _Plan,
+        info: ModelInfo,
+        request_tools: list[dict[str, Any]],
+        reply_format: dict[str, Any] | None = None,
     ) -> ChatRequest:
         messages = plan.messages
         if sees_images(info) is False:  # a model that cannot see: no image, ever (cli/images)
             messages = without_images(messages)
-        if not request_tools and self.settings.model in self._no_tool_role:
+        if not request_tools and self._user_results(info):
             messages = labelled_results(messages)
         return ChatRequest(
             model=self.settings.model,
             messages=messages,
             tools=request_tools,
             think=self._think_field(info),
-            options={**self.settings.options, "num_ctx": plan.num_ctx},
+            options={**self._options(), "num_ctx": plan.num_ctx},
             keep_alive=self.settings.keep_alive,
+            format=reply_format,
         )
 
     def _run_calls(
@@ -711,7 +839,7 @@ class Agent:
         deciding = Deciding(
             call,
             self.policy,
-            self.toolbox,
+            self.box(),
             self.context,
             offered=offered,
             guard=guard,
@@ -755,7 +883,7 @@ class Agent:
         name = decided.call.name
         if decided.allowed:
             try:
-                tool = self.toolbox[name]
+                tool = self.box()[name]
                 paths = decided.decision.paths
                 if decided.decision.rule == unchanged.RULE:  # allowed unasked: writes nothing
                     context = self.context.started(name)
@@ -775,6 +903,8 @@ class Agent:
             result = {"success": False, "error": f"not run: {decided.reason}"}
         if not decided.allowed and decided.decision.hint:
             result["hint"] = decided.decision.hint
+        if decided.call.repairs:  # the model is told, in one line, how its call was read
+            result = {**result, "repaired": mended_line(decided.call)}
         mcp = name not in tools.ALL_TOOLS  # an MCP tool: whatever its server said, errors too
         if (result.get("success") and name in _CARRIES_OUTSIDE_TEXT) or (mcp and decided.allowed):
             # Prompt injection arrives in file contents, names, command output and whatever
@@ -805,7 +935,7 @@ class Agent:
                     f"model '{info.name}' does not support tools: it answers without them"
                 )
         # Assumed capabilities come with the backend's own note, which says this already.
-        if self.settings.think and not info.supports_thinking and not info.capabilities_assumed:
+        if self.think and not info.supports_thinking and not info.capabilities_assumed:
             notices.append(f"model '{info.name}' cannot think: thinking stays off")
         for text in notices:
             yield from self._once(text)
@@ -816,6 +946,13 @@ class Agent:
             self._told.add(text)
             yield Notice(text)
 
+    def _options(self) -> Mapping[str, Any]:
+        """ollama.options, with the profile's temperature where the user set none."""
+        profile = self._profiled("temperature")
+        if profile is None or profile.temperature is None:
+            return self.settings.options
+        return {**self.settings.options, "temperature": profile.temperature}
+
     def _think_field(self, info: ModelInfo) -> bool | str | None:
         """`think` only when asked for and possible: a level as it is, true or false as a
         boolean. A thinking model that was not asked gets `think: false`, since Ollama turns
@@ -823,9 +960,10 @@ class Agent:
         400). gpt-oss ignores booleans: true is sent as its default level, "medium"."""
         if not info.supports_thinking:
             return None
-        if self.settings.think is True and info.thinks_in_levels:
+        think = self.think
+        if think is True and info.thinks_in_levels:
             return "medium"
-        return self.settings.think
+        return think
 
     # -- context --------------------------------------------------------------------------
 
@@ -836,6 +974,10 @@ class Agent:
         # is newer than what it said before.
         fixed = info.fixed_context
         floor = None if fixed else _positive_int(self.settings.options.get("num_ctx"))
+        profile = self._profiled("num_ctx")
+        if floor is None and not fixed and profile is not None and profile.num_ctx:
+            # A profile's floor stays under ollama.max_num_ctx (a user's num_ctx may pass it).
+            floor = min(profile.num_ctx, self.settings.max_num_ctx)
         reply = _positive_int(self.settings.options.get("num_predict"))
         stated = self._stated.get(info.name)
         return ContextLimits(
@@ -914,7 +1056,8 @@ class Agent:
         """The tool definitions a request of this model carries now (none in prompt mode)."""
         if self.tool_mode(info) != "native":
             return []
-        return [self.toolbox[name].definition() for name in self.policy.enabled_tools()]
+        box = self.box()
+        return [box[name].definition() for name in self.offered_tools()]
 
     def _share(self, budget: int, conversation: list[Message]) -> int:
         """What a compaction leaves of `budget`: the system prompt, which the server keeps

@@ -28,10 +28,11 @@ _EXAMPLE_TOOLS = ("read_file", "list_directory")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)")
 
 
-def describe_tools(definitions: Sequence[Mapping[str, Any]]) -> str:
+def describe_tools(definitions: Sequence[Mapping[str, Any]], *, constrained: bool = False) -> str:
     """The system prompt's section on tools, for definitions as /api/chat's `tools` takes
     them (`{"type": "function", "function": {"name", "description", "parameters"}}`); ""
-    when there are none."""
+    when there are none. `constrained`: the server holds each reply to the schema of
+    cli/loop/constrained.py, and the section says how to write one."""
     functions = [_function(definition) for definition in definitions]
     if not functions:
         return ""
@@ -44,6 +45,18 @@ def describe_tools(definitions: Sequence[Mapping[str, Any]]) -> str:
         )
     shown = next((f for f in functions if f["name"] in _EXAMPLE_TOOLS), functions[0])
     name, arguments = _example_call(shown)
+    if constrained:
+        from cli.loop.constrained import ANSWER_KEY, example_reply
+
+        lines += [
+            "",
+            "Reply with one JSON object and nothing else. To call a tool:",
+            example_reply(name, arguments),
+            "To answer the user, when no tool is needed or the work is done:",
+            json.dumps({ANSWER_KEY: "your answer"}),
+            "After a call, its result comes back to you; then call the next tool or answer.",
+        ]
+        return "\n".join(lines)
     lines += [
         "",
         "To call a tool, write a block like this, with the tool's name and its arguments:",

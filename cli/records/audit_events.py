@@ -168,6 +168,8 @@ class AuditLog:
             "error": redact(error)[:MAX_ERROR] if error else None,
             "duration_ms": None if duration is None else round(duration * 1000),
             **server,
+            # How the model's call was mended before it ran (agent.aids: repair), if it was.
+            **({"repairs": [redact(r)[:200] for r in call.repairs[:8]]} if call.repairs else {}),
         }
 
     def _append(self, fields: dict[str, Any]) -> bool:

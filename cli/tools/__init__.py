@@ -10,6 +10,11 @@ from cli.errors import ToolError
 from cli.fs.paths import ResolvedPath
 from cli.tools.base import Result, Tool, ToolContext, failure
 from cli.tools.definitions import (
+    COMPACT_EDIT_FILE,
+    COMPACT_LIST_DIRECTORY,
+    COMPACT_READ_FILE,
+    COMPACT_SEARCH_FILES,
+    COMPACT_WRITE_FILE,
     CREATE_DIRECTORY,
     DELETE_FILE,
     EDIT_FILE,
@@ -41,6 +46,19 @@ ALL_TOOLS: Mapping[str, Tool] = {
     )
 }
 assert tuple(ALL_TOOLS) == TOOL_NAMES, "the policy and the registry must know the same tools"
+
+# The compact tool set (agent.tool_set: compact): read, list, search, write and edit, with
+# short descriptions and fewer parameters, in the full set's order.
+COMPACT_TOOLS: Mapping[str, Tool] = {
+    t.name: t
+    for t in (
+        COMPACT_READ_FILE,
+        COMPACT_EDIT_FILE,
+        COMPACT_WRITE_FILE,
+        COMPACT_LIST_DIRECTORY,
+        COMPACT_SEARCH_FILES,
+    )
+}
 
 
 def check_arguments(name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,6 +93,7 @@ def execute(
 
 __all__ = [
     "ALL_TOOLS",
+    "COMPACT_TOOLS",
     "Result",
     "SchemaError",
     "Tool",

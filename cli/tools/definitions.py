@@ -209,3 +209,62 @@ GIT_DIFF = Tool(
     ),
     _deferred("cli.tools.git", "git_diff"),
 )
+
+
+# -- the compact set (agent.tool_set: compact, or a small model's profile) -------------------
+# The same tools, run by the same code under the same policy, with fewer parameters and
+# descriptions of a line: what a 135M-4B model can hold in view. Their cost against the full
+# set's, in a real tokenizer's tokens, is in docs/eval.md.
+
+COMPACT_READ_FILE = Tool(
+    "read_file",
+    "Read a text file, at most 500 lines a call.",
+    params(
+        ["path"],
+        path=string("The file."),
+        start_line=integer("First line to return (1-based)."),
+        end_line=integer("Last line to return."),
+    ),
+    READ_FILE.run,
+)
+
+COMPACT_LIST_DIRECTORY = Tool(
+    "list_directory",
+    "List the files and folders in a directory.",
+    params(
+        ["path"],
+        path=string("The directory, e.g. '.'."),
+        recursive=boolean("Include subdirectories."),
+    ),
+    LIST_DIRECTORY.run,
+)
+
+COMPACT_SEARCH_FILES = Tool(
+    "search_files",
+    "Find files whose name or content contains the query.",
+    params(
+        ["query"],
+        query=string("Text to find, or a filename glob like '*.py'."),
+        path=string("The directory to search in.", default="."),
+    ),
+    SEARCH_FILES.run,
+)
+
+COMPACT_WRITE_FILE = Tool(
+    "write_file",
+    "Create a file, or replace its whole content.",
+    params(["path", "content"], path=string("The file."), content=string("The new content.")),
+    WRITE_FILE.run,
+)
+
+COMPACT_EDIT_FILE = Tool(
+    "edit_file",
+    "Replace old_string, copied exactly from the file, with new_string.",
+    params(
+        ["path", "old_string", "new_string"],
+        path=string("The file."),
+        old_string=string("The exact text to replace."),
+        new_string=string("The text to put in its place."),
+    ),
+    EDIT_FILE.run,
+)

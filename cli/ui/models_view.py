@@ -10,7 +10,17 @@ from cli.ui.cards import short_tokens
 from cli.ui.text import sanitize
 from cli.units import human_size
 
-HEADER = ("NAME", "SIZE", "PARAMS", "QUANT", "CONTEXT", "TOOLS", "CAPABILITIES", "LOADED")
+HEADER = (
+    "NAME",
+    "SIZE",
+    "PARAMS",
+    "QUANT",
+    "CONTEXT",
+    "TOOLS",
+    "PROFILE",
+    "CAPABILITIES",
+    "LOADED",
+)
 SHOWN_CAPABILITIES = ("tools", "thinking", "vision")
 NOTE_WIDTH = 88  # the notes under the table, wrapped
 # What each word of the TOOLS column means, said under the table when a model shows it.
@@ -47,9 +57,18 @@ def _cells(row: ModelRow) -> tuple[str, ...]:
         sanitize(row.quantization or "-"),
         short_tokens(row.context_length) if row.context_length else "-",
         row.tools or "?",
+        _profile(row),
         _capabilities(row),
         _loaded(row),
     )
+
+
+def _profile(row: ModelRow) -> str:
+    """`smollm2 (compact)`: the profile's name, and the compact tool set when it is in force."""
+    if row.profile is None:
+        return "-"
+    name = sanitize(str(row.profile.get("name", "")))
+    return f"{name} (compact)" if row.profile.get("tool_set") == "compact" else name
 
 
 def _capabilities(row: ModelRow) -> str:
@@ -73,7 +92,9 @@ def model_lines(rows: Sequence[ModelRow], current: str) -> list[str]:
     `* qwen3:8b · 4.9 GB · 40k ctx · tools native · tools, thinking · loaded`."""
     lines = []
     for row in rows:
-        name, size, _params, _quant, context, tools, capabilities, loaded = _cells(row)
+        name, size, _params, _quant, context, tools, _profile_cell, capabilities, loaded = _cells(
+            row
+        )
         parts = [f"{'*' if row.name == current else ' '} {name}", size]
         parts.append(f"{context} ctx" if context != "-" else "ctx ?")
         parts.append(f"tools {tools}")

@@ -664,6 +664,7 @@ def _tools(session: ChatSession, _argument: str) -> bool:
     if not agent.tools_on():
         session.say(f"tools are off: model {agent.settings.model} does not support them", "yellow")
     policy = agent.policy
+    offered = agent.offered_tools()
     for name in agent.toolbox:
         setting = policy.setting(name)
         why = {
@@ -671,7 +672,9 @@ def _tools(session: ChatSession, _argument: str) -> bool:
             "ask": "asks first",
             "deny": "not offered to the model",
         }[setting]
-        if setting == "ask" and name in session.approver.always:
+        if setting != "deny" and name not in offered:
+            why = "not offered: the compact tool set is in force (agent.tool_set, the profile)"
+        elif setting == "ask" and name in session.approver.always:
             why = "allowed for this session (you answered 'always')"
         elif name == "run_command" and setting != "deny" and policy.config.commands.allow:
             why += f"; runs {', '.join(policy.config.commands.allow)} without asking"
@@ -711,12 +714,15 @@ def think_state(think: bool | str) -> str:
 def _think(session: ChatSession, argument: str) -> bool:
     argument = argument.lower()
     if argument not in THINK_CHOICES:
-        state = think_state(session.agent.settings.think)
+        state = think_state(session.agent.think)
         levels = ", ".join(THINK_LEVELS)
         session.say(f"thinking is {state}; /think on, /think off, or a level: {levels}")
         return True
     think: bool | str = argument if argument in THINK_LEVELS else argument == "on"
-    session.agent.settings = replace(session.agent.settings, think=think)
+    settings = session.agent.settings
+    # The user's own choice now: no model profile changes it (agent.aids: profiles).
+    chosen = settings.chosen | {"think"}
+    session.agent.settings = replace(settings, think=think, chosen=chosen)
     session.renderer.show_thinking = bool(think)
     state = think_state(think)
     if think and not session.agent.model_info().supports_thinking:

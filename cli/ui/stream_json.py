@@ -88,7 +88,7 @@ class StreamJson:
         except AgentError:
             mode = None
         settings, limits = agent.settings, agent.context.limits
-        tools = None if mode is None else ([] if mode == "off" else agent.policy.enabled_tools())
+        tools = None if mode is None else ([] if mode == "off" else agent.offered_tools())
         self._write(
             {
                 "type": "start",
@@ -99,7 +99,7 @@ class StreamJson:
                 "cwd": agent.policy.cwd,
                 "tool_mode": mode,
                 "tools": tools,
-                "think": settings.think,
+                "think": agent.think,
                 "yes": yes,
                 "images": list(images),
                 "limits": {
@@ -216,4 +216,5 @@ class StreamJson:
             "approved_by": event.approved_by or None,
             "rule": outcomes.rule(event),
             "reason": "" if event.allowed else outcomes.detail(event, {}),
+            **({"repairs": list(event.call.repairs)} if event.call.repairs else {}),
         }

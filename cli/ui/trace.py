@@ -260,6 +260,8 @@ class RunTrace:
                     "approved_by": decided.approved_by or None,
                     "rule": outcomes.rule(decided),
                     "result": dict(event.result),
+                    # how the call was mended before it ran (agent.aids: repair), if it was
+                    **({"repairs": list(event.call.repairs)} if event.call.repairs else {}),
                 }
             )
             if decided.allowed:

@@ -125,7 +125,7 @@ SCENARIOS = [
         "smollm2:135m",
         "list the files here",
         [
-            _ollama_calls(("list_directory", {"path": ".", "include_hidden": "true"})),
+            _ollama_calls(("list_directory", {"path": ".", "recursive": "true"})),
             reply("There is notes.txt."),
         ],
         files={"notes.txt": "x\n"},
@@ -229,3 +229,23 @@ def test_with_the_aids_off_a_run_is_what_it_was_before_them(
         golden.write_text(json.dumps(seen, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
         pytest.skip(f"recorded {golden.name}")
     assert seen == json.loads(golden.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_with_the_aids_on_the_same_run_goes_otherwise(
+    scenario: Scenario,
+    run_cli: RunCli,
+    workspace: Path,
+    ollama: FakeOllama,
+    openai: FakeOpenAI,
+) -> None:
+    """The proof that the goldens above test something: with the aids on (the default), each
+    scenario's slips are mended, and what is sent and what comes back differ."""
+    seen = _run(scenario, run_cli, workspace, ollama, openai, "")
+    before = json.loads((GOLDEN / f"{scenario.name}.json").read_text(encoding="utf-8"))
+    assert seen != before
+    assert seen["code"] == 0
+    mended = [c for c in seen["result"]["tool_calls"] if c.get("repairs")]
+    assert mended, "no call was mended"
+    for call in mended:
+        assert call["result"]["repaired"].startswith("mended before it ran: ")

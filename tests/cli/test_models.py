@@ -25,6 +25,7 @@ FIELDS = {
     "capabilities",
     "loaded",
     "tools",
+    "profile",
 }
 
 
@@ -85,6 +86,7 @@ def test_the_table(run_cli: RunCli, server: FakeOllama) -> None:
         "QUANT",
         "CONTEXT",
         "TOOLS",
+        "PROFILE",
         "CAPABILITIES",
         "LOADED",
     ]
@@ -95,10 +97,12 @@ def test_the_table(run_cli: RunCli, server: FakeOllama) -> None:
     assert "tools, thinking" in qwen and qwen.rstrip().endswith("yes (16k ctx)")
     assert "128k" in rows["llama3.1:8b"] and "yes" not in rows["llama3.1:8b"]
     gemma = rows["gemma3:4b"]
-    assert "prompt  vision" in gemma and "4.3B" in gemma and "Q4_0" in gemma
+    assert "prompt  gemma3   vision" in gemma and "4.3B" in gemma and "Q4_0" in gemma
     # Columns line up: each header starts where its column's values start.
     start = lines[0].index("TOOLS")
     assert [line[start:].split()[0] for line in rows.values()] == ["prompt", "native", "native"]
+    start = lines[0].index("PROFILE")  # each model's profile (agent.aids: profiles)
+    assert [line[start:].split()[0] for line in rows.values()] == ["gemma3", "llama3", "qwen3"]
     start = lines[0].index("CAPABILITIES")
     assert all(line[start:].startswith(("tools", "vision")) for line in rows.values())
 
@@ -160,6 +164,15 @@ def test_json_has_exactly_the_fields(run_cli: RunCli, server: FakeOllama) -> Non
         "capabilities": ["completion", "thinking", "tools"],
         "loaded": True,
         "tools": "native",
+        "profile": {
+            "name": "qwen3",
+            "source": "built-in",
+            "tool_mode": "native",
+            "temperature": 0.7,
+            "think": False,
+            "num_ctx": 8192,
+            "tool_set": "full",
+        },
     }
     assert by_name["gemma3:4b"]["loaded"] is False
     assert "tools" not in by_name["gemma3:4b"]["capabilities"]

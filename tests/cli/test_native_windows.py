@@ -71,6 +71,7 @@ REFUSED = {
     "run": ["run", "hello"],
     "chat": ["chat"],
     "models": ["models"],
+    "eval": ["eval", "--oracle"],
     "history": ["history"],
     "undo": ["undo"],
     "redo": ["redo"],

@@ -373,7 +373,10 @@ def test_a_model_without_tools_gets_them_in_the_prompt(
     run_cli: RunCli, server: Server, workspace: Path
 ) -> None:
     # agent.tool_mode auto: no `tools` field, the system prompt describes them, and the
-    # model's <tool_call> text runs under the same policy.
+    # model's <tool_call> text runs under the same policy. With the default aids the reply is
+    # asked to hold to a JSON schema of the calls (Ollama's `format`, `response_format`):
+    # a server that writes free text anyway is read as text, and the tool results go back
+    # as labelled user messages (agent.aids: user_results).
     (workspace / "notes.txt").write_text("from the file\n")
     server.add_model("tiny:1b", tools=False)
     call = {"name": "read_file", "arguments": {"path": "notes.txt"}}
@@ -385,8 +388,13 @@ def test_a_model_without_tools_gets_them_in_the_prompt(
     assert "described in the prompt" in r.stderr
     assert not server.tools_offered(0) and not server.tools_offered(1)
     system = server.sent(0)[0]["content"]
-    assert "read_file" in system and "<tool_call>" in system
-    result = json.loads(server.sent(1)[-1]["content"])
+    assert "read_file" in system and '{"answer": "your answer"}' in system
+    body = server.fake.chat_bodies[0]
+    schema = body["format"] if server.api == "native" else body["response_format"]
+    assert "read_file" in json.dumps(schema)
+    label, _, text = server.sent(1)[-1]["content"].partition("\n")
+    assert server.sent(1)[-1]["role"] == "user" and label == "[tool result of read_file]"
+    result = json.loads(text)
     assert result["success"] is True and result["content"] == "from the file\n"
 
 

@@ -201,7 +201,8 @@ def test_prompt_mode_describes_the_tools_and_runs_text_calls(
     call = {"name": "read_file", "arguments": {"path": "a.txt"}}
     ollama.enqueue(reply(f"Let me look.\n<tool_call>{json.dumps(call)}</tool_call>"))
     ollama.enqueue(reply("It says alpha."))
-    harness = make_agent("agent: {tool_mode: prompt}\n")
+    # Prompt mode as it is without the aids (their own tests: tests/loop/test_aids.py).
+    harness = make_agent("agent: {tool_mode: prompt, aids: off}\n")
     events = harness.run("what is in a.txt?")
     first, second = ollama.chat_bodies
     assert "tools" not in first and "tools" not in second
@@ -252,7 +253,10 @@ def test_an_unparsable_tool_call_is_retried_in_prompt_mode_for_the_turn(
     events = harness.run("read a.txt")
     first, retry, after = ollama.chat_bodies
     assert "tools" in first and "tools" not in retry and "tools" not in after
-    assert "<tool_call>" in retry["messages"][0]["content"]
+    # The retry describes the tools in the prompt, its reply held to their JSON schema.
+    assert "[Tools]" in retry["messages"][0]["content"] and "read_file" in json.dumps(
+        retry["format"]
+    )
     notices = [e.text for e in of_type(events, Notice)]
     assert sum("could not parse the model's tool call" in n for n in notices) == 1
     assert events[-1].answer == "alpha it is"

@@ -1,0 +1,233 @@
+"""Running one task: a fresh project, the real agent loop, unattended, then its checks.
+
+Every run of a task starts from nothing, in one scratch directory per eval:
+
+    SCRATCH/run/project/    the working directory and the one allowed dir (the task's files)
+    SCRATCH/run/            the dir beside it (the task's `../name` files)
+    SCRATCH/run/home/       HOME, with the agent's config, state and data dirs below it
+
+The project's path is the same for every task, so that the system prompt, which names it,
+is the same too and the server's cached prefix holds from one task to the next. The agent
+is built as `agent run --yes` builds it, with no terminal: the task's policy (the built-in
+one with the task's keys over it), the user's `ollama:` and `agent:` settings (the task's
+max_steps; no MCP servers), and an approver that approves what policy.unattended lists and
+refuses the rest. Its change journal and audit records stay in the scratch home.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cli.config.settings import Config, McpConfig
+from cli.errors import AgentError
+from cli.evals.checks import Place, failed_checks, snapshot
+from cli.evals.oracle import Oracle
+from cli.evals.results import TaskRun
+from cli.evals.tasks import During, Task
+from cli.loop import outcomes
+from cli.loop.approval import NoOneToAsk, UnattendedApprover
+from cli.loop.events import Event, Finished, StepFinished, ToolResult
+from cli.safety.policy import Policy
+from cli.wiring import Choices, build_agent
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every task of one eval runs with."""
+
+    config: Config  # the user's (its ollama: and agent: sections are used)
+    choices: Choices  # -m, --host, --api
+    aids: tuple[str, ...]  # the aids in force (cli/config/settings.py AID_NAMES)
+    environ: Mapping[str, str]  # the process's environment (PATH, OLLAMA_HOST, keys…)
+    oracle: bool = False  # play each task's solution instead of asking a model
+
+
+def run_task(task: Task, setup: Setup, scratch: Path) -> TaskRun:
+    """One run of `task` in `scratch`, from an empty project to its checks."""
+    place = _fresh(scratch / "run")
+    record = TaskRun(task.id, task.category)
+    started = time.monotonic()
+    try:
+        _lay_out(task, place)
+    except (OSError, subprocess.SubprocessError) as exc:
+        record.error = f"the task's project could not be made: {exc}"
+        record.stop_reason = "error"
+        record.failed_checks = [record.error]
+        return record
+    watched = sorted({p for check in task.checks for p in check.paths})
+    before = snapshot(place, watched)
+    try:
+        _drive(task, setup, place, record)
+    except AgentError as exc:
+        record.stop_reason, record.error = "error", exc.message
+    record.wall_time = time.monotonic() - started
+    record.failed_checks = failed_checks(task.checks, place, record.answer, before)
+    if record.error is not None:
+        record.failed_checks.insert(0, f"the run failed: {record.error}")
+    record.passed = not record.failed_checks
+    return record
+
+
+def _fresh(root: Path) -> Place:
+    if root.exists():
+        shutil.rmtree(root)
+    project, home = root / "project", root / "home"
+    project.mkdir(parents=True)
+    home.mkdir()
+    return Place(project, home)
+
+
+def _environ(setup: Setup, place: Place) -> dict[str, str]:
+    """The process's environment with HOME and the XDG dirs in the scratch home: the user's
+    own history, sessions, audit log and config are neither read nor written by a task."""
+    home = place.home
+    return {
+        **setup.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+    }
+
+
+def _config(task: Task, setup: Setup) -> Config:
+    agent = dataclasses.replace(setup.config.agent, max_steps=task.max_steps, aids=list(setup.aids))
+    return dataclasses.replace(setup.config, agent=agent, policy=task.policy, mcp=McpConfig())
+
+
+def _drive(task: Task, setup: Setup, place: Place, record: TaskRun) -> None:
+    config = _config(task, setup)
+
+    def approver(policy: Policy) -> UnattendedApprover:
+        unattended = config.policy.unattended
+        return UnattendedApprover(unattended, NoOneToAsk(unattended, yes=True))
+
+    agent = build_agent(
+        setup.choices,
+        config,
+        environ=_environ(setup, place),
+        cwd=str(place.project),
+        home=str(place.home),
+        approver=approver,
+    )
+    if setup.oracle:
+        agent.backend = Oracle(task.solution)
+    try:
+        for event in _watched(agent.run([], task.prompt), task, place):
+            _count(event, record)
+    finally:
+        agent.close()
+
+
+def _watched(events: Iterator[Event], task: Task, place: Place) -> Iterator[Event]:
+    """The loop's events, with the task's `during` edits made after the calls they follow."""
+    calls = 0
+    for event in events:
+        yield event
+        if isinstance(event, ToolResult):
+            calls += 1
+            for edit in task.during:
+                if edit.after_call == calls:
+                    _write(edit, place)
+
+
+def _count(event: Event, record: TaskRun) -> None:
+    if isinstance(event, ToolResult):
+        word = outcomes.outcome(event.decision, event.result)
+        counts = record.tool_calls
+        error = event.result.get("error")
+        record.calls.append(
+            {
+                "tool": event.call.name,
+                "outcome": word,
+                **({"error": str(error)[:300]} if error else {}),
+                **({"repairs": list(event.call.repairs)} if event.call.repairs else {}),
+            }
+        )
+        if word == "invalid":
+            counts.invalid += 1
+            return
+        counts.valid += 1
+        counts.repaired += bool(event.call.repairs)
+        counts.refused += word in ("denied", "declined")
+        counts.failed += word == "failed"
+    elif isinstance(event, StepFinished):
+        record.steps = event.step
+        record.prompt_eval_tokens += event.stats.prompt_eval_count
+    elif isinstance(event, Finished):
+        record.stop_reason = event.stop_reason
+        record.steps = event.steps
+        record.answer = event.answer
+        record.prompt_eval_tokens = event.stats.prompt_eval_count
+
+
+def _write(edit: During, place: Place) -> None:
+    for path, data in edit.files.items():
+        target = place.resolve(path)
+        if data is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+
+def _lay_out(task: Task, place: Place) -> None:
+    for path, data in task.files.items():
+        target = place.resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    if task.git is not None:
+        _git(place, ["init", "--quiet", "--initial-branch=main"])
+        _git(place, ["add", "--all"])
+        _git(place, ["commit", "--quiet", "--allow-empty", "--message", "the task's files"])
+        _write(During(1, task.git.changes), place)
+        if task.git.stage:
+            _git(place, ["add", "--", *task.git.stage])
+
+
+def _git(place: Place, args: list[str]) -> None:
+    """git in the project, with none of the user's config (a fixed author and date)."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(place.home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_AUTHOR_NAME": "eval",
+        "GIT_AUTHOR_EMAIL": "eval@example.invalid",
+        "GIT_COMMITTER_NAME": "eval",
+        "GIT_COMMITTER_EMAIL": "eval@example.invalid",
+        "GIT_AUTHOR_DATE": "2026-01-01T12:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-01-01T12:00:00Z",
+    }
+    git = shutil.which("git")
+    if git is None:
+        raise OSError("git is not installed, and the task needs a git history")
+    subprocess.run(
+        [git, *args], cwd=place.project, env=env, check=True, capture_output=True, timeout=60
+    )
+
+
+def run_all(
+    tasks: list[Task],
+    setup: Setup,
+    scratch: Path,
+    repeat: int = 1,
+    done: Callable[[TaskRun, int, int], None] | None = None,
+) -> list[TaskRun]:
+    """Each task `repeat` times, one after the other; `done(run, index, total)` after each."""
+    runs: list[TaskRun] = []
+    total = len(tasks) * repeat
+    for task in tasks:
+        for _ in range(repeat):
+            run = run_task(task, setup, scratch)
+            runs.append(run)
+            if done is not None:
+                done(run, len(runs), total)
+    return runs

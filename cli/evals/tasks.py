@@ -1,0 +1,436 @@
+"""Task files: YAML whose top level is `tasks:`, a list of tasks (docs/eval.md says every key).
+
+A task is what a person would ask (`prompt`) in a project made of `files` (and a git history
+when `git` says so), under a `policy` that overrides the built-in one's keys, and the
+`checks` its end state and answer must pass. `solution` is a reference run: the calls, in
+order, and the answer, which `agent eval --oracle` plays to prove the task solvable and its
+checks right. Every error names the file, the line, the task and the key, in one line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cli.config.settings import TOOL_NAMES, PolicyConfig, build_section, read_yaml
+from cli.errors import ConfigError
+
+# The checks a task may make, and what each takes (docs/eval.md).
+FILE_CHECKS = ("file_equals", "file_contains", "file_matches", "file_exists", "file_absent")
+ANSWER_CHECKS = ("answer_contains", "answer_matches", "answer_excludes")
+CHECKS = (*FILE_CHECKS, "unchanged", *ANSWER_CHECKS)
+TASK_KEYS = (
+    "id",
+    "category",
+    "prompt",
+    "files",
+    "git",
+    "policy",
+    "checks",
+    "solution",
+    "during",
+    "max_steps",
+)
+DEFAULT_MAX_STEPS = 10
+MAX_TASK_FILE_BYTES = 4 * 1024 * 1024
+_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,79}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: `kind` is one of CHECKS; file checks have `path` (and `text` or
+    `pattern`); `unchanged` has `paths`; answer checks have `text` (a pattern for
+    answer_matches)."""
+
+    kind: str
+    path: str = ""
+    text: str = ""
+    paths: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """The check in a few words, for a failure's line."""
+        if self.kind == "unchanged":
+            return f"unchanged {', '.join(self.paths)}"
+        if self.kind in ANSWER_CHECKS:
+            return f"{self.kind} {self.text!r}"
+        if self.kind in ("file_exists", "file_absent"):
+            return f"{self.kind} {self.path}"
+        return f"{self.kind} {self.path} {_short(self.text)!r}"
+
+
+@dataclass(frozen=True)
+class Call:
+    tool: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Solution:
+    calls: tuple[Call, ...]
+    answer: str
+
+
+@dataclass(frozen=True)
+class GitSetup:
+    """`git`: the files committed first; then `changes` written (None: deleted) and
+    `stage` added to the index, so that a task can ask what changed and what is staged."""
+
+    changes: Mapping[str, bytes | None] = field(default_factory=dict)
+    stage: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class During:
+    """`during`: after the model's `after_call`-th tool call has run, these files change
+    (None: deleted), as when a person edits the project while the model works."""
+
+    after_call: int
+    files: Mapping[str, bytes | None]
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    category: str
+    prompt: str
+    files: Mapping[str, bytes]
+    checks: tuple[Check, ...]
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    git: GitSetup | None = None
+    solution: Solution | None = None
+    during: tuple[During, ...] = ()
+    max_steps: int = DEFAULT_MAX_STEPS
+    source: str = ""  # FILE, line N
+
+    @property
+    def expects_no_change(self) -> bool:
+        """Whether the task's checks hold for a project left as it was and any answer that
+        does not give something away: no file is to change and no answer is asked for."""
+        asked = {"answer_contains", "answer_matches", *FILE_CHECKS}
+        return not any(check.kind in asked for check in self.checks)
+
+
+def builtin_suite() -> list[Task]:
+    """The built-in suite: every cli/evals/suite/*.yaml, in name order."""
+    suite = resources.files("cli.evals") / "suite"
+    tasks: list[Task] = []
+    for entry in sorted(suite.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            tasks += parse_tasks(entry.read_text(encoding="utf-8"), f"suite/{entry.name}")
+    _unique(tasks)
+    return tasks
+
+
+def load_tasks(where: str) -> list[Task]:
+    """The tasks of a file, or of every *.yaml and *.yml file of a directory (name order)."""
+    path = Path(where).expanduser()
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        if not files:
+            raise ConfigError(f"--tasks {where}: the directory holds no .yaml task file")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise ConfigError(f"--tasks {where}: no such file or directory")
+    tasks: list[Task] = []
+    for file in files:
+        tasks += parse_tasks(_read(file), str(file))
+    _unique(tasks)
+    return tasks
+
+
+def _read(path: Path) -> str:
+    from cli.fs.stored import Unreadable, read_capped
+
+    try:
+        return read_capped(path, MAX_TASK_FILE_BYTES).decode("utf-8")
+    except Unreadable as exc:
+        raise ConfigError(f"tasks {path}: {exc} (a task file is YAML text)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"tasks {path}: cannot read it: {exc}") from None
+
+
+def _unique(tasks: Sequence[Task]) -> None:
+    seen: dict[str, Task] = {}
+    for task in tasks:
+        if task.id in seen:
+            raise ConfigError(
+                f"tasks {task.source}: task '{task.id}' has the id of the task at "
+                f"{seen[task.id].source}; give each task its own id"
+            )
+        seen[task.id] = task
+
+
+def select(tasks: Sequence[Task], only: str | None) -> list[Task]:
+    """`--only ID,…`: those tasks, in the suite's order; an unknown id is an error."""
+    if not only:
+        return list(tasks)
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    known = {task.id for task in tasks}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise ConfigError(
+            f"--only: no task {', '.join(repr(u) for u in unknown)}; "
+            "`agent eval --list` shows the ids"
+        )
+    return [task for task in tasks if task.id in wanted]
+
+
+# -- one file ------------------------------------------------------------------------------
+
+
+def parse_tasks(text: str, source: str) -> list[Task]:
+    data, lines = read_yaml(text, source, "tasks", items=True)
+    if not isinstance(data, dict) or set(data) != {"tasks"}:
+        got = ", ".join(map(str, data)) if isinstance(data, dict) else _kind(data)
+        raise ConfigError(
+            f"tasks {source}: the top level must be one key, `tasks:`, a list of tasks; got {got}"
+        )
+    items = data["tasks"]
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"tasks {source}: `tasks:` must be a list of tasks, got {_kind(items)}")
+    return [_Reader(source, lines, index).task(item) for index, item in enumerate(items)]
+
+
+class _Reader:
+    """Reads one task, naming the file, the line, the task and the key in every error."""
+
+    def __init__(self, source: str, lines: Mapping[tuple[str, ...], int], index: int) -> None:
+        self.source = source
+        self.lines = lines
+        self.index = index
+        self.name = f"task {index + 1}"
+
+    def fail(self, key: tuple[str, ...], message: str) -> ConfigError:
+        path = ("tasks", str(self.index), *key)
+        line = next(
+            (self.lines[path[:n]] for n in range(len(path), 0, -1) if path[:n] in self.lines), None
+        )
+        where = f", line {line}" if line else ""
+        what = f" {'.'.join(key)}" if key else ""
+        return ConfigError(f"tasks {self.source}{where}: {self.name}{what}: {message}")
+
+    def task(self, item: Any) -> Task:
+        if not isinstance(item, dict):
+            raise self.fail((), f"a task is a mapping of keys, got {_kind(item)}")
+        task_id = item.get("id")
+        if not isinstance(task_id, str) or not _ID.fullmatch(task_id):
+            raise self.fail(
+                ("id",), "`id` is required: lowercase letters, digits, '.', '_' and '-'"
+            )
+        self.name = f"task '{task_id}'"
+        for key in item:
+            if key not in TASK_KEYS:
+                raise self.fail((str(key),), f"unknown key; a task has: {', '.join(TASK_KEYS)}")
+        line = self.lines.get(("tasks", str(self.index)))
+        return Task(
+            id=task_id,
+            category=self.word(item, "category"),
+            prompt=self.word(item, "prompt"),
+            files=self.files(item.get("files"), ("files",)),
+            checks=self.checks(item.get("checks")),
+            policy=self.policy(item.get("policy")),
+            git=self.git(item.get("git")),
+            solution=self.solution(item.get("solution")),
+            during=self.during(item.get("during")),
+            max_steps=self.max_steps(item.get("max_steps")),
+            source=f"{self.source}, line {line}" if line else self.source,
+        )
+
+    def word(self, item: Mapping[str, Any], key: str) -> str:
+        value = item.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail((key,), f"`{key}` is required: a string")
+        return value
+
+    def files(self, value: Any, key: tuple[str, ...], *, deletes: bool = False) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a mapping of path to text, got {_kind(value)}")
+        out: dict[str, Any] = {}
+        for path, content in value.items():
+            where = (*key, str(path))
+            self.path(path, where)
+            if content is None and deletes:
+                out[path] = None
+            elif isinstance(content, str):
+                out[path] = content.encode("utf-8")
+            elif isinstance(content, dict) and set(content) == {"base64"}:
+                out[path] = self.base64(content["base64"], where)
+            else:
+                also = ", or null to delete it" if deletes else ""
+                raise self.fail(
+                    where, f"expected text or {{base64: …}}{also}; got {_kind(content)}"
+                )
+        return out
+
+    def base64(self, value: Any, key: tuple[str, ...]) -> bytes:
+        if not isinstance(value, str):
+            raise self.fail(key, f"base64: expected a string, got {_kind(value)}")
+        try:
+            return base64.b64decode("".join(value.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise self.fail(key, "base64: not valid base64") from None
+
+    def path(self, path: Any, key: tuple[str, ...]) -> str:
+        """A path in the project (relative), beside it (`../name`) or in the task's home dir
+        (`~/name`): never absolute, never further up, never through `..` elsewhere."""
+        if not isinstance(path, str) or not path or "\0" in path or "\\" in path:
+            raise self.fail(key, "a path is a non-empty string")
+        rest = path[2:] if path.startswith("~/") else path[3:] if path.startswith("../") else path
+        parts = rest.split("/")
+        if path.startswith("/") or not rest or any(p in ("", ".", "..") for p in parts):
+            raise self.fail(
+                key,
+                f"path {path!r}: give it relative to the project (`../name` beside it, "
+                "`~/name` in the home dir), without . or .. parts",
+            )
+        return path
+
+    def checks(self, value: Any) -> tuple[Check, ...]:
+        if not isinstance(value, list) or not value:
+            raise self.fail(("checks",), "`checks` is required: a list of one-key mappings")
+        out = []
+        for number, item in enumerate(value):
+            key = ("checks", str(number))
+            if not isinstance(item, dict) or len(item) != 1:
+                raise self.fail(key, f"each check is a one-key mapping, got {_kind(item)}")
+            ((kind, arg),) = item.items()
+            if kind not in CHECKS:
+                raise self.fail(
+                    (*key, str(kind)), f"unknown check; the checks are: {', '.join(CHECKS)}"
+                )
+            out.append(self.check(str(kind), arg, (*key, str(kind))))
+        return tuple(out)
+
+    def check(self, kind: str, arg: Any, key: tuple[str, ...]) -> Check:
+        if kind in ANSWER_CHECKS:
+            if not isinstance(arg, str) or not arg:
+                raise self.fail(key, f'{kind} takes the string itself, e.g. `- {kind}: "42"`')
+            if kind == "answer_matches":
+                self.pattern(arg, key)
+            return Check(kind, text=arg)
+        if kind == "unchanged":
+            if not isinstance(arg, list) or not arg:
+                raise self.fail(key, "unchanged takes a list of paths")
+            return Check(kind, paths=tuple(self.path(p, key) for p in arg))
+        wanted = {"file_matches": {"path", "pattern"}, "file_exists": {"path"}}.get(kind)
+        wanted = wanted or ({"path"} if kind == "file_absent" else {"path", "text"})
+        if not isinstance(arg, dict) or set(arg) != wanted:
+            keys = ", ".join(
+                f"{k}: …" for k in sorted(wanted, key=["path", "text", "pattern"].index)
+            )
+            raise self.fail(key, f"{kind} takes {{{keys}}}")
+        path = self.path(arg["path"], key)
+        text = arg.get("text", arg.get("pattern", ""))
+        if not isinstance(text, str):
+            raise self.fail(key, f"{kind}: text and pattern are strings, got {_kind(text)}")
+        if kind == "file_matches":
+            self.pattern(text, key)
+        return Check(kind, path=path, text=text)
+
+    def pattern(self, pattern: str, key: tuple[str, ...]) -> None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise self.fail(key, f"not a valid regular expression: {exc}") from None
+
+    def policy(self, value: Any) -> PolicyConfig:
+        if value is not None and not isinstance(value, dict):
+            raise self.fail(("policy",), f"expected a mapping of policy keys, got {_kind(value)}")
+        path = ("tasks", str(self.index), "policy")
+        policy: PolicyConfig = build_section(
+            PolicyConfig, value, self.source, path, self.lines, what=f"tasks ({self.name})"
+        )
+        return policy
+
+    def git(self, value: Any) -> GitSetup | None:
+        if value is None or value is False:
+            return None
+        if value is True:
+            return GitSetup()
+        if not isinstance(value, dict) or not set(value) <= {"changes", "stage"}:
+            raise self.fail(("git",), "expected true, or a mapping with `changes` and `stage`")
+        stage = value.get("stage") or []
+        if not isinstance(stage, list):
+            raise self.fail(("git", "stage"), "expected a list of paths")
+        return GitSetup(
+            changes=self.files(value.get("changes"), ("git", "changes"), deletes=True),
+            stage=tuple(self.path(p, ("git", "stage")) for p in stage),
+        )
+
+    def solution(self, value: Any) -> Solution | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not set(value) <= {"calls", "answer"}:
+            raise self.fail(
+                ("solution",), "expected {calls: [{tool: …, arguments: {…}}, …], answer: …}"
+            )
+        calls = value.get("calls") or []
+        answer = value.get("answer", "")
+        if not isinstance(calls, list) or not isinstance(answer, str):
+            raise self.fail(("solution",), "calls is a list, answer a string")
+        out = []
+        for number, call in enumerate(calls):
+            key = ("solution", "calls", str(number))
+            if not isinstance(call, dict) or not set(call) <= {"tool", "arguments"}:
+                raise self.fail(key, "a call is {tool: NAME, arguments: {…}}")
+            tool, arguments = call.get("tool"), call.get("arguments") or {}
+            if tool not in TOOL_NAMES:
+                raise self.fail(
+                    key, f"unknown tool {tool!r}; the tools are: {', '.join(TOOL_NAMES)}"
+                )
+            if not isinstance(arguments, dict):
+                raise self.fail(key, f"arguments: expected a mapping, got {_kind(arguments)}")
+            out.append(Call(tool, arguments))
+        return Solution(tuple(out), answer)
+
+    def during(self, value: Any) -> tuple[During, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.fail(("during",), "expected a list of {after_call: N, files: {…}}")
+        out = []
+        for number, item in enumerate(value):
+            key = ("during", str(number))
+            if not isinstance(item, dict) or set(item) != {"after_call", "files"}:
+                raise self.fail(key, "each is {after_call: N, files: {path: text, …}}")
+            after = item["after_call"]
+            if not isinstance(after, int) or isinstance(after, bool) or after < 1:
+                raise self.fail((*key, "after_call"), "a whole number of at least 1")
+            out.append(During(after, self.files(item["files"], (*key, "files"), deletes=True)))
+        return tuple(out)
+
+    def max_steps(self, value: Any) -> int:
+        if value is None:
+            return DEFAULT_MAX_STEPS
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100:
+            raise self.fail(("max_steps",), "a whole number from 1 to 100")
+        return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({_short(value)!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
