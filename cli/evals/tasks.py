@@ -346,9 +346,13 @@ class _Reader:
         if value is not None and not isinstance(value, dict):
             raise self.fail(("policy",), f"expected a mapping of policy keys, got {_kind(value)}")
         path = ("tasks", str(self.index), "policy")
-        policy: PolicyConfig = build_section(
-            PolicyConfig, value, self.source, path, self.lines, what=f"tasks ({self.name})"
-        )
+        try:
+            policy: PolicyConfig = build_section(
+                PolicyConfig, value, self.source, path, self.lines, what="tasks"
+            )
+        except ConfigError as exc:  # "…: tasks.3.policy.confirm: …" as "…: task 'x' policy.confirm"
+            prefix = f": tasks.{self.index}.policy"
+            raise ConfigError(exc.message.replace(prefix, f": {self.name} policy", 1)) from None
         return policy
 
     def git(self, value: Any) -> GitSetup | None:

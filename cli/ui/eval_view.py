@@ -55,8 +55,8 @@ class Progress:
             self._bar.update(self._task, completed=index, passed=passed, last=last)
             return
         self.stream.write(
-            f"eval {index}/{total}: {sanitize(run.id)} {word} ({run.steps} steps, "
-            f"{run.wall_time:.1f} s)\n"
+            f"eval {index}/{total}: {sanitize(run.id)} {word} ({run.steps} "
+            f"step{'' if run.steps == 1 else 's'}, {run.wall_time:.1f} s)\n"
         )
         self.stream.flush()
 
