@@ -111,7 +111,9 @@ def wilson(passed: int, total: int, z: float = Z95) -> tuple[float, float]:
     denominator = 1 + z * z / total
     centre = (p + z * z / (2 * total)) / denominator
     margin = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    return max(0.0, centre - margin), min(1.0, centre + margin)
+    low = 0.0 if passed == 0 else max(0.0, centre - margin)  # exact at the ends, not 1e-17
+    high = 1.0 if passed == total else min(1.0, centre + margin)
+    return low, high
 
 
 def summary(runs: Sequence[TaskRun]) -> dict[str, Any]:

@@ -488,6 +488,7 @@ class Agent:
             total = total + turn.stats
             calls, content, said = turn.calls, turn.content, turn.content
             mending = "repair" in self.settings.aids
+            read = None
             if not calls and reply_format is not None:
                 # A reply held to the schema: a call, or the answer. Either way its text did
                 # not stream (it is JSON): what it says is shown now.
@@ -498,7 +499,7 @@ class Agent:
                 shown = content if read is not None else turn.content
                 if shown:
                     yield ContentDelta(shown)
-            if not calls:
+            if not calls and read is None:
                 # Only the offered tools' names (or one a repair reads as one of them):
                 # anything else written as a call is text.
                 known = LenientNames(tool_names) if mending else tool_names
