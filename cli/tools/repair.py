@@ -102,6 +102,11 @@ _INTEGER = re.compile(r"[+-]?\d{1,18}")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 # One token, as an extension or a name is: a string a list of strings may be made of.
 _TOKEN = re.compile(r"[^\s,;]{1,200}")
+# The aliases as they are compared: case, separators and camelCase ignored (filePath).
+_FOLDED_ALIASES = {
+    name: frozenset(_SEPARATORS.sub("", a).casefold() for a in aliases)
+    for name, aliases in ALIASES.items()
+}
 
 
 def repair_call(
@@ -234,7 +239,7 @@ def _renamed(
             continue
         target = folded.get(_folded(key))
         if target is None and own:
-            found = [p for p in properties if key in ALIASES.get(p, ())]
+            found = [p for p in properties if _folded(key) in _FOLDED_ALIASES.get(p, ())]
             target = found[0] if len(found) == 1 else None
         if target is not None:
             targets[key] = target

@@ -36,7 +36,7 @@ from cli.tools.edits import EditFailed, plan_edit
 from cli.ui.cards import card_title
 from cli.ui.keys import KeyReader
 from cli.ui.layout import Hanging, pack
-from cli.ui.text import plural, sanitize, shorten
+from cli.ui.text import mended, plural, sanitize, shorten
 
 # Each delete and each command is looked at on its own: never "yes to all" for these.
 NEVER_ALWAYS = frozenset({"delete_file", "run_command"})
@@ -264,6 +264,8 @@ def card(
     body, shown = describe(request, cwd, consequences or Consequences())
     rest = {k: v for k, v in request.arguments.items() if k not in shown}
     why = Text.assemble(("  why: ", "dim"), sanitize(request.decision.reason))
+    if request.call.repairs:  # the call as it will run, and how the model's was mended
+        why.append_text(Text(f"\n  {mended(request.call.repairs)}", "dim"))
     warnings = [Text(f"  ⚠ {sanitize(w)}", "bold red") for w in request.decision.warnings]
     if not _showable(request.arguments, encoding):
         note = f"  ⚠ this terminal ({encoding}) cannot show some characters: they appear as ?"

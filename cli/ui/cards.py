@@ -18,7 +18,7 @@ from cli.fs.paths import display_path
 from cli.loop import outcomes
 from cli.loop.events import ContextUse, ToolResult
 from cli.ui.layout import Hanging
-from cli.ui.text import call_summary, plural, result_summary, sanitize, shorten_text
+from cli.ui.text import call_summary, mended, plural, result_summary, sanitize, shorten_text
 from cli.units import human_size
 
 FOLD_LINES = 8  # preview lines shown before "… N more lines"
@@ -76,9 +76,11 @@ def tool_card(event: ToolResult, cwd: str) -> Group:
     decided, result = event.decision, event.result
     status = outcomes.outcome(decided, result)
     word = outcomes.label(decided, result)
+    repaired = [Text(mended(event.call.repairs), style="dim")] if event.call.repairs else []
     if not decided.allowed:  # declined, denied or invalid: why, in a person's words
         why = Text(shorten_text(outcomes.detail(decided, result), 300), style="grey50")
-        return Group(Hanging(card_title(event.call, status, word=word)), _indent(why))
+        refused = Hanging(card_title(event.call, status, word=word))
+        return Group(refused, *(_indent(line) for line in [*repaired, why]))
     preview = _mcp_preview if event.call.name.startswith(MCP_PREFIX) else _no_preview
     lines = _PREVIEWS.get(event.call.name, preview)(result, cwd)
     if status == "failed" and _shows_error(event.call.name, result):
@@ -86,7 +88,7 @@ def tool_card(event: ToolResult, cwd: str) -> Group:
     if result.get("note"):
         lines.append(Text(shorten_text(str(result["note"]), 300), style="dim"))
     title = card_title(event.call, status, _duration(event.duration), word=word)
-    return Group(Hanging(title), *(_indent(line) for line in lines))
+    return Group(Hanging(title), *(_indent(line) for line in [*repaired, *lines]))
 
 
 def _shows_error(name: str, result: Mapping[str, Any]) -> bool:

@@ -10,7 +10,7 @@ that does it, for everything the model (or the server) wrote that reaches a term
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cli.backends.messages import ToolCall
@@ -190,3 +190,9 @@ def result_summary(name: str, result: Mapping[str, Any]) -> str:
     if name == "run_command":
         return f"exit {result.get('exitCode')} in {result.get('duration', 0)} ms"
     return "ok"
+
+
+def mended(repairs: Sequence[str]) -> str:
+    """`mended: 'file_path' is 'path'`: how a call was mended before it ran (agent.aids:
+    repair), for the trace and the card, made safe (it quotes the model's own names)."""
+    return shorten_text(sanitize("mended: " + "; ".join(repairs)), 160)

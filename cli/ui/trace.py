@@ -32,7 +32,7 @@ from cli.loop.events import (
     ToolResult,
 )
 from cli.ui.keys import TypeAhead, terminal_fd
-from cli.ui.text import call_summary, result_summary, sanitize, shorten_text
+from cli.ui.text import call_summary, mended, result_summary, sanitize, shorten_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -340,7 +340,10 @@ class RunTrace:
             f"[bold]→ {escape(sanitize(decided.call.name))}[/] "
             f"{escape(call_summary(decided.call))} · "
             f"[{colour}]{escape(outcomes.label(decided, result))}[/]"
-            + (f" · {escape(what)}" if what else ""),
+            + (f" · {escape(what)}" if what else "")
+            + (
+                f" · [dim]{escape(mended(decided.call.repairs))}[/]" if decided.call.repairs else ""
+            ),
             highlight=False,
         )
 

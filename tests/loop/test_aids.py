@@ -44,7 +44,7 @@ def test_a_small_model_gets_its_profile(
     ollama.enqueue(reply('{"name": "read_file", "arguments": {"path": "a.txt"}}'))
     ollama.enqueue(reply('{"answer": "It says alpha."}'))
     events = make_agent(model="smollm2:135m").run("what is in a.txt?")
-    first, second = ollama.chat_bodies
+    first, _second = ollama.chat_bodies
     assert "tools" not in first  # prompt mode, though the model reports tool support
     assert first["options"]["temperature"] == 0.2 and first["options"]["num_ctx"] == 8192
     system = first["messages"][0]["content"]
