@@ -330,8 +330,12 @@ class Agent:
 
     @property
     def think(self) -> bool | str:
-        """Thinking as asked for: the user's setting, else the model's profile's."""
-        profile = self._profiled("think")
+        """Thinking as asked for: the user's setting, else the model's profile's (the
+        setting when the model cannot be looked up: its error comes where it is needed)."""
+        try:
+            profile = self._profiled("think")
+        except AgentError:
+            return self.settings.think
         if profile is not None and profile.think is not None:
             return profile.think
         return self.settings.think

@@ -83,6 +83,7 @@ class StreamJson:
             return
         self._started = True
         mode: str | None
+        think = agent.think  # the model's profile may set it
         try:
             mode = agent.tool_mode()
         except AgentError:
@@ -99,7 +100,7 @@ class StreamJson:
                 "cwd": agent.policy.cwd,
                 "tool_mode": mode,
                 "tools": tools,
-                "think": agent.think,
+                "think": think,
                 "yes": yes,
                 "images": list(images),
                 "limits": {
