@@ -33,7 +33,9 @@ class Case:
     schemas: dict[str, Any] = field(default_factory=lambda: OFFERED)
 
 
-# Where each shape was seen. Tool and parameter names are ours where the point is the shape.
+# Each shape with where it comes from: a named tool or tracker thread where one was checked,
+# else the reason a model would write it. Tool and parameter names are ours where the point
+# is the shape.
 CORPUS = [
     # -- a parameter under another name ----------------------------------------------------
     Case(
@@ -55,49 +57,50 @@ CORPUS = [
         "read_file",
         {"absolute_path": "/w/a.txt"},
         ("read_file", {"path": "/w/a.txt"}),
-        "Gemini CLI's read_file takes absolute_path",
+        "Gemini CLI's read_file took absolute_path (its ReadFileToolParams, 2025)",
     ),
     Case(
         "target_file",
         "edit_file",
         {"target_file": "a.txt", "old_string": "x", "new_string": "y"},
         ("edit_file", {"path": "a.txt", "old_string": "x", "new_string": "y"}),
-        "Cursor's edit_file/read_file take target_file",
+        "Cursor's read_file, edit_file and delete_file take target_file "
+        "(its published agent prompts)",
     ),
     Case(
         "filename",
         "write_file",
         {"filename": "a.txt", "content": "x"},
         ("write_file", {"path": "a.txt", "content": "x"}),
-        "small models' own name for the file (issue 28's report, SmolLM2 in make e2e)",
+        "the plain English word for the thing the parameter holds",
     ),
     Case(
         "file",
         "read_file",
         {"file": "a.txt"},
         ("read_file", {"path": "a.txt"}),
-        "issue 28's report; ollmcp traces",
+        "the plain English word, as `file_path` is its longer form",
     ),
     Case(
         "directory",
         "list_directory",
         {"directory": "src"},
         ("list_directory", {"path": "src"}),
-        "list tools of MCP servers take `directory` (server-filesystem's list_directory: path)",
+        "the word for what a listing takes; our list_directory names it path",
     ),
     Case(
         "dir_path",
         "create_directory",
         {"dir_path": "out"},
         ("create_directory", {"path": "out"}),
-        "goose's and aider's helpers say dir_path",
+        "the dir form of `file_path`",
     ),
     Case(
         "old_str",
         "edit_file",
         {"path": "a.txt", "old_str": "x", "new_str": "y"},
         ("edit_file", {"path": "a.txt", "old_string": "x", "new_string": "y"}),
-        "Anthropic's text editor tool (str_replace) takes old_str/new_str",
+        "Anthropic's text editor tool (str_replace_based_edit_tool) takes old_str/new_str",
     ),
     Case(
         "oldString",
@@ -111,21 +114,21 @@ CORPUS = [
         "write_file",
         {"path": "a.txt", "contents": "x"},
         ("write_file", {"path": "a.txt", "content": "x"}),
-        "Cursor and Cline write `contents`",
+        "the plural of content, as a file's `contents`",
     ),
     Case(
         "src-dst",
         "move_file",
         {"src": "a", "dst": "b"},
         ("move_file", {"source": "a", "destination": "b"}),
-        "mv-style names (issue 28)",
+        "mv-style names",
     ),
     Case(
         "from-to",
         "move_file",
         {"from": "a", "to": "b"},
         ("move_file", {"source": "a", "destination": "b"}),
-        "rename tools of other agents",
+        "a rename's own words",
     ),
     Case(
         "move-path",
@@ -139,14 +142,14 @@ CORPUS = [
         "search_files",
         {"pattern": "TODO"},
         ("search_files", {"query": "TODO"}),
-        "grep-style tools (Claude Code's Grep, opencode's grep) take `pattern`",
+        "grep-style tools take `pattern` (Claude Code's Grep, Cursor's grep)",
     ),
     Case(
         "startLine",
         "read_file",
         {"path": "a.txt", "startLine": 3, "endLine": 4},
         ("read_file", {"path": "a.txt", "start_line": 3, "end_line": 4}),
-        "camelCase from JS-trained models (continue, cline schemas)",
+        "camelCase, as tool schemas written in TypeScript name parameters",
     ),
     Case(
         "cached",
@@ -161,21 +164,22 @@ CORPUS = [
         "list_directory",
         {"path": ".", "recursive": "false"},
         ("list_directory", {"path": ".", "recursive": False}),
-        "issue 28's report; llama 3.x writes every value as a string (ollama#6155-style)",
+        'issue 28\'s report; self-hosted models send "true"/"false" '
+        "(QwenLM/qwen-code#4618, vellum-ai#34577, ha-mcp#218)",
     ),
     Case(
         "bool-True",
         "delete_file",
         {"path": "b", "recursive": "True"},
         ("delete_file", {"path": "b", "recursive": True}),
-        "Python-trained models write True",
+        'Python\'s spelling (NVIDIA-NeMo/Nemotron#52: Nemotron-3-Nano sends "True"/"False")',
     ),
     Case(
         "int-string",
         "read_file",
         {"path": "a.txt", "start_line": "12"},
         ("read_file", {"path": "a.txt", "start_line": 12}),
-        "numbers as strings from llama 3.x and qwen2.5 (Ollama and vLLM trackers)",
+        'a number as a string, as in Dave-London/Pare#782 ("number": "777")',
     ),
     Case(
         "int-for-string",
@@ -189,14 +193,14 @@ CORPUS = [
         "search_files",
         {"query": "x", "file_extensions": '[".py", ".js"]'},
         ("search_files", {"query": "x", "file_extensions": [".py", ".js"]}),
-        "issue 28's report; a list sent as JSON text (zod 'expected array, received string')",
+        "a list sent as JSON text (MoonshotAI/kimi-cli#2513: nested values as JSON strings)",
     ),
     Case(
         "one-for-array",
         "search_files",
         {"query": "x", "file_extensions": ".py"},
         ("search_files", {"query": "x", "file_extensions": [".py"]}),
-        "one value where a list is wanted (pydantic 'Input should be a valid list')",
+        "one value where a list is wanted",
     ),
     Case(
         "enum-case",
@@ -218,7 +222,8 @@ CORPUS = [
         "read_file",
         '"{\\"path\\": \\"a.txt\\"}"',
         ("read_file", {"path": "a.txt"}),
-        "arguments as a JSON string holding a JSON string (vLLM and LM Studio parsers)",
+        "arguments as a JSON string holding a JSON string "
+        "(vllm-project/vllm#54964: Granite 4 through the hermes parser)",
     ),
     Case(
         "wrapped-arguments",
@@ -246,7 +251,7 @@ CORPUS = [
         "read_file",
         {"name": "read_file", "arguments": {"path": "a.txt"}},
         ("read_file", {"path": "a.txt"}),
-        "the whole call as arguments (Ollama's qwen parsing)",
+        "the whole call, name and all, as the arguments",
     ),
     # -- the tool's name ------------------------------------------------------------------
     Case(
@@ -262,7 +267,7 @@ CORPUS = [
         "readFile",
         {"path": "a.txt"},
         ("read_file", {"path": "a.txt"}),
-        "camelCase tool names (JS agents)",
+        "camelCase tool names",
     ),
     Case(
         "read-file",
@@ -284,7 +289,7 @@ CORPUS = [
         "default_api.list_directory",
         {"path": "."},
         ("list_directory", {"path": "."}),
-        "Gemini models' `default_api.` namespace",
+        "the `default_api.` namespace of Gemini's Python-style calls",
     ),
     Case(
         "both",
