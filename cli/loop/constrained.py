@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -72,7 +73,8 @@ def read_reply(text: str, known: Collection[str]) -> tuple[list[ToolCall], str] 
     try:
         data = loads_json(stripped)
     except ValueError:
-        return None
+        cut = _cut_answer(stripped)
+        return None if cut is None else ([], cut)
     if not isinstance(data, dict):
         return None
     if set(data) == {ANSWER_KEY} and isinstance(data[ANSWER_KEY], str):
@@ -82,6 +84,29 @@ def read_reply(text: str, known: Collection[str]) -> tuple[list[ToolCall], str] 
         if name in known:
             return [tool_call(name, data.get("arguments"), None)], ""
     return None
+
+
+_ANSWER_START = re.compile(r'\{\s*"answer"\s*:\s*"')
+
+
+def _cut_answer(text: str) -> str | None:
+    """The answer of a reply the server cut short (num_predict, a length stop) inside its
+    `{"answer": "…` string: the text it holds so far, not the JSON around it."""
+    start = _ANSWER_START.match(text)
+    if start is None:
+        return None
+    try:
+        answer, _ = json.decoder.scanstring(text, start.end())
+    except ValueError:  # the string never closes: it was cut inside it
+        rest = text[start.end() :]
+        half = re.search(r"(\\+)(u[0-9a-fA-F]{0,3})?$", rest)
+        if half is not None and len(half.group(1)) % 2:  # the cut fell inside an escape
+            rest = rest[: half.start() + len(half.group(1)) - 1]
+        try:
+            answer = json.loads(f'"{rest}"')
+        except ValueError:
+            return None
+    return answer if isinstance(answer, str) else None
 
 
 def example_reply(name: str, arguments: Mapping[str, Any]) -> str:

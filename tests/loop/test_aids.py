@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cli.loop.constrained import reply_schema
+from cli.loop.constrained import read_reply, reply_schema
 from cli.loop.events import ContentDelta, Finished, Notice, ToolResult
 from cli.tools import COMPACT_TOOLS
 from cli.wiring import Choices
@@ -210,6 +210,36 @@ def test_text_that_is_not_the_schema_is_read_as_prompt_mode_reads_it(
     events = make_agent(model="gemma3:4b").run("read a.txt")
     assert of_type(events, ToolResult)[0].result["success"] is True
     assert events[-1].answer == "alpha"
+
+
+def test_an_answer_cut_at_the_length_limit_is_shown_as_its_text(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
+    """SmolLM2 under num_predict 384 in agent eval: the reply ends inside its answer's
+    string. The user reads what it said so far, not the JSON around it."""
+    prompt_model(ollama)
+    ollama.enqueue(reply('{ "answer" : "The port is 8080, and the host\\u00', done_reason="length"))
+    events = make_agent(model="gemma3:4b").run("which port?")
+    shown = "".join(e.text for e in of_type(events, ContentDelta))
+    assert shown == "The port is 8080, and the host"
+    assert events[-1].answer == "The port is 8080, and the host"
+    assert events[-1].stop_reason == "length"
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ('{"answer": "a\\nb', ([], "a\nb")),
+        ('{"answer": "a\\', ([], "a")),  # cut inside an escape
+        ('{"answer": "done"', ([], "done")),  # cut before the brace
+        ('{"answer": "a\\\\', ([], "a\\")),  # a whole escaped backslash, then the cut
+        ('{"answer": "a\\qb', None),  # not JSON's escape: read as free text
+        ('{"name": "read_file", "argu', None),  # half a call runs nothing
+        ('{"answer": 42', None),
+    ],
+)
+def test_what_a_cut_reply_reads_as(text: str, read: Any) -> None:
+    assert read_reply(text, ("read_file",)) == read
 
 
 @pytest.fixture
