@@ -27,7 +27,7 @@ AGENT = [sys.executable, "-m", "cli"]
 MODEL = "smollm2-135m"
 # One or two tasks of each category: 18 of the suite's 46 (`agent eval --list`).
 SLICE = (
-    "read-version,read-third-line,search-fixme,count-lines,create-hello,create-gitignore,"
+    "read-version,read-third-line,search-fixme,count-lines-first,create-hello,create-gitignore,"
     "edit-typo,multi-edit-year,move-rename-file,tree-scaffold,delete-file,multi-first-lines,"
     "long-last-line,git-what-changed,cjk-create-file,recovery-wrong-name,refusal-env,"
     "conflict-changed-meanwhile"
