@@ -3,6 +3,7 @@ checked by their end state (docs/eval.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,11 +12,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.commands.frame import ApiOpt, ConfigOpt, HostOpt, ModelOpt, Terminal, print_json
-from cli.errors import ExitStatus, UsageError
+from cli.errors import ExitStatus, Stopped, UsageError
 
 if TYPE_CHECKING:
     from cli.evals.results import TaskRun
     from cli.evals.tasks import Task
+
+# The scratch dir's name. Not "eval": the built-in command deny list has `\beval\b`, and
+# the model is told the project's path.
+SCRATCH_PREFIX = "metona-tasks-"
 
 # What this module adds to `agent`: cli.app's COMMANDS names it.
 commands = typer.Typer()
@@ -135,6 +140,7 @@ def _evaluate(
     repeat: int,
     output_format: str,
 ) -> ExitStatus:
+    from cli.commands.signals import run_signals, stopped_line
     from cli.config.settings import aids_of
     from cli.evals.oracle import ORACLE_MODEL
     from cli.evals.runner import Setup, run_all
@@ -152,17 +158,22 @@ def _evaluate(
         info = backend.model_info(name)  # an unreachable server or a missing model: exit 1
         name = info.name
     setup = Setup(loaded, choices, aids, terminal.environ, oracle=oracle)
-    scratch = Path(tempfile.mkdtemp(prefix="metona-eval-"))
+    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     progress = Progress(terminal.stderr, len(tasks) * repeat)
     runs: list[TaskRun] = []
     try:
-        with progress:
+        with run_signals(), progress:
             runs = run_all(tasks, setup, scratch, repeat, done=progress.done)
-    except KeyboardInterrupt:
-        terminal.stderr.write(f"agent: eval interrupted after {len(progress.runs)} runs\n")
+    except (KeyboardInterrupt, Stopped) as exc:
+        # Ctrl-C, SIGTERM (`timeout 600 agent eval`) or SIGHUP: the runs done so far are
+        # reported, the scratch dir goes, and the exit code says which signal it was.
+        code = exc.exit_code if isinstance(exc, Stopped) else ExitStatus.INTERRUPTED
+        how = "interrupted" if isinstance(exc, KeyboardInterrupt) else stopped_line(exc.signum)
+        with contextlib.suppress(OSError, ValueError):
+            terminal.stderr.write(f"agent: eval {how} after {len(progress.runs)} runs\n")
         runs = progress.runs
         _report(terminal, runs, name, aids, where, oracle, repeat, output_format)
-        return ExitStatus.INTERRUPTED
+        return code
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     _report(terminal, runs, name, aids, where, oracle, repeat, output_format)

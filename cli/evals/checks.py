@@ -12,21 +12,31 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli.errors import ToolError
 from cli.evals.tasks import Check
+from cli.fs import reach, reading
 
 MAX_CHECKED_BYTES = 16 * 1024 * 1024  # a file checked is read up to this; past it, it fails
 
 
 @dataclass(frozen=True)
 class Place:
-    """Where a task runs: its project, the dir beside it (`../`) and its home dir (`~/`)."""
+    """Where a task runs: its project, the dir beside it (`../`) and its home dir (`~/`),
+    all below one scratch dir (`root`). The model may have made symlinks there: what the
+    checks read and what the runner writes is reached beneath `root` without following any
+    (cli/fs/reach.py), so nothing outside the scratch dir is read, shown or written."""
 
     project: Path
     home: Path
+
+    @property
+    def root(self) -> Path:
+        return self.project.parent
 
     def resolve(self, path: str) -> Path:
         if path.startswith("~/"):
@@ -35,10 +45,47 @@ class Place:
             return self.project.parent / path[3:]
         return self.project / path
 
+    def target(self, path: str) -> reach.Target:
+        """`path` as the fs layer reaches it: beneath the scratch dir, never via a symlink."""
+        return reach.Target(os.path.normpath(self.resolve(path)), str(self.root), path)
+
+    def read(self, path: str) -> bytes | None:
+        """The bytes of the regular file at `path`, or None (nothing there, a directory, a
+        symlink, a path through one, or over MAX_CHECKED_BYTES)."""
+        try:
+            return reading.read(self.target(path), MAX_CHECKED_BYTES).data
+        except (ToolError, OSError, ValueError):
+            return None
+
+    def kind(self, path: str) -> str:
+        """What is at `path`: "file", "dir", "other" (a symlink, a FIFO…), "missing", or
+        "linked" (a directory on the way is a symlink: the path is not in the scratch dir).
+        Each name on the way is looked at with lstat: nothing runs while the checks do."""
+        where = self.root
+        parts = os.path.normpath(self.resolve(path)).removeprefix(str(self.root)).split("/")
+        names = [part for part in parts if part]
+        for index, name in enumerate(names):
+            where = where / name
+            try:
+                mode = os.lstat(where).st_mode
+            except OSError:
+                return "missing"
+            if index == len(names) - 1:
+                break
+            if stat.S_ISLNK(mode):
+                return "linked"
+            if not stat.S_ISDIR(mode):
+                return "missing"
+        else:
+            return "dir"  # the scratch dir itself
+        if stat.S_ISREG(mode):
+            return "file"
+        return "dir" if stat.S_ISDIR(mode) else "other"
+
 
 def snapshot(place: Place, paths: Sequence[str]) -> dict[str, bytes | None]:
     """What each path holds now (None: nothing, or not a regular file)."""
-    return {path: _bytes(place.resolve(path)) for path in paths}
+    return {path: place.read(path) for path in paths}
 
 
 def failed_checks(
@@ -65,16 +112,18 @@ def _failure(
         found = re.search(check.text, answer, re.IGNORECASE)
         return None if found else "the answer does not match"
     if kind == "unchanged":
-        changed = [p for p in check.paths if _bytes(place.resolve(p)) != before.get(p)]
+        changed = [p for p in check.paths if place.read(p) != before.get(p)]
         return f"changed: {', '.join(changed)}" if changed else None
-    target = place.resolve(check.path)
+    what = place.kind(check.path)
+    if what == "linked":
+        return "it is reached through a symlink, out of the project"
     if kind == "file_absent":
-        return "it exists" if os.path.lexists(target) else None
-    data = _bytes(target)
+        return None if what == "missing" else "it exists"
     if kind == "file_exists":
-        return None if data is not None or target.is_dir() else "no such file"
+        return None if what in ("file", "dir") else "no such file"
+    data = place.read(check.path)
     if data is None:
-        return "no such file"
+        return "no such file" if what == "missing" else "it is not a regular file (or too large)"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -88,18 +137,6 @@ def _failure(
             None if re.search(check.text, text, re.MULTILINE) else f"no match in {_excerpt(text)}"
         )
     raise ValueError(f"unknown check {kind!r}")  # the task reader lets no other kind through
-
-
-def _bytes(path: Path) -> bytes | None:
-    """The bytes of a regular file (a symlink is not followed), or None."""
-    try:
-        if not path.is_file() or path.is_symlink():
-            return None
-        with path.open("rb") as handle:
-            data = handle.read(MAX_CHECKED_BYTES + 1)
-    except OSError:
-        return None
-    return data if len(data) <= MAX_CHECKED_BYTES else None
 
 
 def _excerpt(text: str, limit: int = 60) -> str:

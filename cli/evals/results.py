@@ -165,6 +165,8 @@ def read_results(path: str) -> Results:
 
     try:
         data = json.loads(read_capped(Path(path).expanduser(), 64 * 1024 * 1024))
+    except RuntimeError:  # ~nosuchuser
+        raise ConfigError(f"--compare {path}: no such user's home dir") from None
     except Unreadable as exc:
         raise ConfigError(f"--compare {path}: {exc}") from None
     except FileNotFoundError:
@@ -172,19 +174,30 @@ def read_results(path: str) -> Results:
     except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"--compare {path}: not a results file ({exc})") from None
     tasks = data.get("tasks") if isinstance(data, dict) else None
-    if not isinstance(tasks, list) or data.get("version") != VERSION:
+    version = data.get("version") if isinstance(data, dict) else None
+    if not isinstance(tasks, list) or type(version) is not int or version != VERSION:
         raise ConfigError(
             f"--compare {path}: not a results file of version {VERSION} "
             "(agent eval --output-format json writes one)"
         )
     runs = []
     for task in tasks:
-        ok = isinstance(task, dict) and isinstance(task.get("id"), str)
+        ok = isinstance(task, dict) and isinstance(task.get("id"), str) and task["id"]
+        category = task.get("category") if isinstance(task, dict) else None
         if not ok or not isinstance(task.get("passed"), bool):
             raise ConfigError(f"--compare {path}: a task without an id or `passed`")
-        runs.append((task["id"], str(task.get("category", "")), task["passed"]))
-    aids = data.get("aids") if isinstance(data.get("aids"), list) else []
-    return Results(path, str(data.get("model", "")), tuple(map(str, aids)), tuple(runs))
+        if not isinstance(category, str) or not category.strip():
+            raise ConfigError(f"--compare {path}: task {task['id']!r} has no category")
+        runs.append((task["id"], category, task["passed"]))
+    model, aids = data.get("model"), data.get("aids")
+    if not isinstance(model, str) or not (
+        isinstance(aids, list) and all(isinstance(a, str) for a in aids)
+    ):
+        raise ConfigError(
+            f"--compare {path}: `model` must be a string and `aids` a list of names "
+            "(agent eval --output-format json writes them)"
+        )
+    return Results(path, model, tuple(aids), tuple(runs))
 
 
 def compare(a: Results, b: Results) -> dict[str, Any]:

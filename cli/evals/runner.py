@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cli.config.settings import Config, McpConfig
-from cli.errors import AgentError
+from cli.errors import AgentError, ToolError
 from cli.evals.checks import Place, failed_checks, snapshot
 from cli.evals.oracle import Oracle
 from cli.evals.results import TaskRun
 from cli.evals.tasks import During, Task
+from cli.fs import reach
 from cli.loop import outcomes
 from cli.loop.approval import NoOneToAsk, UnattendedApprover
 from cli.loop.events import Event, Finished, StepFinished, ToolResult
@@ -56,8 +58,13 @@ def run_task(task: Task, setup: Setup, scratch: Path) -> TaskRun:
     started = time.monotonic()
     try:
         _lay_out(task, place)
-    except (OSError, subprocess.SubprocessError) as exc:
-        record.error = f"the task's project could not be made: {exc}"
+    except (OSError, ToolError, subprocess.SubprocessError) as exc:
+        record.error = f"the task's project could not be made: {_said(exc)}"
+        record.stop_reason = "error"
+        record.failed_checks = [record.error]
+        return record
+    if setup.oracle and task.solution is None:
+        record.error = "the task has no `solution:` for --oracle to play"
         record.stop_reason = "error"
         record.failed_checks = [record.error]
         return record
@@ -67,12 +74,27 @@ def run_task(task: Task, setup: Setup, scratch: Path) -> TaskRun:
         _drive(task, setup, place, record)
     except AgentError as exc:
         record.stop_reason, record.error = "error", exc.message
+    except (OSError, ToolError) as exc:
+        record.stop_reason, record.error = "error", f"a `during` edit failed: {_said(exc)}"
     record.wall_time = time.monotonic() - started
     record.failed_checks = failed_checks(task.checks, place, record.answer, before)
     if record.error is not None:
         record.failed_checks.insert(0, f"the run failed: {record.error}")
     record.passed = not record.failed_checks
     return record
+
+
+def _said(exc: BaseException) -> str:
+    if isinstance(exc, AgentError):
+        return exc.message
+    if isinstance(exc, subprocess.CalledProcessError):
+        said = (exc.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        words = [str(word) for word in exc.cmd[1:]]
+        while words[:1] == ["-c"]:
+            words = words[2:]
+        what = words[0] if words else "git"
+        return f"git {what} failed: {said[-1] if said else f'exit {exc.returncode}'}"
+    return str(exc)
 
 
 def _fresh(root: Path) -> Place:
@@ -168,21 +190,53 @@ def _count(event: Event, record: TaskRun) -> None:
         record.prompt_eval_tokens = event.stats.prompt_eval_count
 
 
+_WRITE_FLAGS = (
+    os.O_WRONLY
+    | os.O_CREAT
+    | os.O_TRUNC
+    | os.O_NOFOLLOW
+    | os.O_NONBLOCK
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
 def _write(edit: During, place: Place) -> None:
+    """The edit's files written (None: removed) beneath the scratch dir without following a
+    symlink: after the model's calls, a directory on the way may be one it made."""
     for path, data in edit.files.items():
-        target = place.resolve(path)
-        if data is None:
-            target.unlink(missing_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+        _put(place, path, data)
+
+
+def _put(place: Place, path: str, data: bytes | None) -> None:
+    target = place.target(path)
+    if data is None:
+        if place.kind(path) == "missing":
+            return
+        with reach.parent_dir(target) as (dir_fd, name):
+            os.unlink(name, dir_fd=dir_fd)
+        return
+    parent = os.path.dirname(target.path)
+    if parent != target.root:
+        reach.make_dirs(reach.Target(parent, target.root, os.path.dirname(path)))
+    with reach.parent_dir(target) as (dir_fd, name):
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path} is there and is not a regular file")
+        fd = os.open(name, _WRITE_FLAGS, 0o644, dir_fd=dir_fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
 
 
 def _lay_out(task: Task, place: Place) -> None:
     for path, data in task.files.items():
-        target = place.resolve(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        _put(place, path, data)
     if task.git is not None:
         _git(place, ["init", "--quiet", "--initial-branch=main"])
         _git(place, ["add", "--all"])
@@ -209,8 +263,16 @@ def _git(place: Place, args: list[str]) -> None:
     git = shutil.which("git")
     if git is None:
         raise OSError("git is not installed, and the task needs a git history")
+    # Nothing of the project's runs: no hooks, no fsmonitor (a task cannot write .git/ itself,
+    # cli/evals/tasks.py; this holds whatever it finds there).
+    quiet = ["-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}"]
     subprocess.run(
-        [git, *args], cwd=place.project, env=env, check=True, capture_output=True, timeout=60
+        [git, *quiet, *args],
+        cwd=place.project,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
 
 

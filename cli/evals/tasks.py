@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -129,13 +130,20 @@ def builtin_suite() -> list[Task]:
 
 def load_tasks(where: str) -> list[Task]:
     """The tasks of a file, or of every *.yaml and *.yml file of a directory (name order)."""
-    path = Path(where).expanduser()
+    if not where.strip():
+        raise ConfigError("--tasks: give a task file or a directory of them")
+    try:
+        path = Path(where).expanduser()
+    except RuntimeError:  # ~nosuchuser
+        raise ConfigError(f"--tasks {where}: no such user's home dir") from None
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
         if not files:
             raise ConfigError(f"--tasks {where}: the directory holds no .yaml task file")
     elif path.is_file():
         files = [path]
+    elif path.exists():
+        raise ConfigError(f"--tasks {where}: not a regular file or a directory")
     else:
         raise ConfigError(f"--tasks {where}: no such file or directory")
     tasks: list[Task] = []
@@ -169,9 +177,11 @@ def _unique(tasks: Sequence[Task]) -> None:
 
 def select(tasks: Sequence[Task], only: str | None) -> list[Task]:
     """`--only ID,…`: those tasks, in the suite's order; an unknown id is an error."""
-    if not only:
+    if only is None:
         return list(tasks)
     wanted = [w.strip() for w in only.split(",") if w.strip()]
+    if not wanted:
+        raise ConfigError("--only: give task ids, comma-separated; `agent eval --list` shows them")
     known = {task.id for task in tasks}
     unknown = [w for w in wanted if w not in known]
     if unknown:
@@ -194,7 +204,8 @@ def parse_tasks(text: str, source: str) -> list[Task]:
         )
     items = data["tasks"]
     if not isinstance(items, list) or not items:
-        raise ConfigError(f"tasks {source}: `tasks:` must be a list of tasks, got {_kind(items)}")
+        got = "an empty list" if items == [] else _kind(items)
+        raise ConfigError(f"tasks {source}: `tasks:` must be a list of tasks, got {got}")
     return [_Reader(source, lines, index).task(item) for index, item in enumerate(items)]
 
 
@@ -221,22 +232,26 @@ class _Reader:
             raise self.fail((), f"a task is a mapping of keys, got {_kind(item)}")
         task_id = item.get("id")
         if not isinstance(task_id, str) or not _ID.fullmatch(task_id):
+            given = "is required" if task_id is None else f"cannot be {_kind(task_id)}"
             raise self.fail(
-                ("id",), "`id` is required: lowercase letters, digits, '.', '_' and '-'"
+                ("id",),
+                f"`id` {given}: 1 to 80 lowercase letters, digits, '.', '_' and '-', "
+                "the first a letter or digit",
             )
         self.name = f"task '{task_id}'"
         for key in item:
             if key not in TASK_KEYS:
                 raise self.fail((str(key),), f"unknown key; a task has: {', '.join(TASK_KEYS)}")
         line = self.lines.get(("tasks", str(self.index)))
+        files = self.files(item.get("files"), ("files",))
         return Task(
             id=task_id,
             category=self.word(item, "category"),
             prompt=self.word(item, "prompt"),
-            files=self.files(item.get("files"), ("files",)),
+            files=files,
             checks=self.checks(item.get("checks")),
             policy=self.policy(item.get("policy")),
-            git=self.git(item.get("git")),
+            git=self.git(item.get("git"), files),
             solution=self.solution(item.get("solution")),
             during=self.during(item.get("during")),
             max_steps=self.max_steps(item.get("max_steps")),
@@ -246,7 +261,8 @@ class _Reader:
     def word(self, item: Mapping[str, Any], key: str) -> str:
         value = item.get(key)
         if not isinstance(value, str) or not value.strip():
-            raise self.fail((key,), f"`{key}` is required: a string")
+            given = "is required" if value is None else f"must be text, not {_kind(value)}"
+            raise self.fail((key,), f"`{key}` {given}")
         return value
 
     def files(self, value: Any, key: tuple[str, ...], *, deletes: bool = False) -> dict[str, Any]:
@@ -283,7 +299,7 @@ class _Reader:
         """A path in the project (relative), beside it (`../name`) or in the task's home dir
         (`~/name`): never absolute, never further up, never through `..` elsewhere."""
         if not isinstance(path, str) or not path or "\0" in path or "\\" in path:
-            raise self.fail(key, "a path is a non-empty string")
+            raise self.fail(key, "a path is a non-empty string, with / between names, no NUL")
         rest = path[2:] if path.startswith("~/") else path[3:] if path.startswith("../") else path
         parts = rest.split("/")
         if path.startswith("/") or not rest or any(p in ("", ".", "..") for p in parts):
@@ -292,6 +308,10 @@ class _Reader:
                 f"path {path!r}: give it relative to the project (`../name` beside it, "
                 "`~/name` in the home dir), without . or .. parts",
             )
+        if any(part.casefold() == ".git" for part in parts):
+            # git reads .git/config (fsmonitor, hooks…) as commands to run: `git: true` makes
+            # the repository, and a task never writes in it.
+            raise self.fail(key, f"path {path!r}: a task writes nothing in .git; say `git: true`")
         return path
 
     def checks(self, value: Any) -> tuple[Check, ...]:
@@ -301,7 +321,11 @@ class _Reader:
         for number, item in enumerate(value):
             key = ("checks", str(number))
             if not isinstance(item, dict) or len(item) != 1:
-                raise self.fail(key, f"each check is a one-key mapping, got {_kind(item)}")
+                got = f"{len(item)} keys" if isinstance(item, dict) else _kind(item)
+                raise self.fail(
+                    key,
+                    f"each check is a mapping of one key, the check, to its argument; got {got}",
+                )
             ((kind, arg),) = item.items()
             if kind not in CHECKS:
                 raise self.fail(
@@ -353,9 +377,31 @@ class _Reader:
         except ConfigError as exc:  # "…: tasks.3.policy.confirm: …" as "…: task 'x' policy.confirm"
             prefix = f": tasks.{self.index}.policy"
             raise ConfigError(exc.message.replace(prefix, f": {self.name} policy", 1)) from None
+        self.kept_in(policy)
         return policy
 
-    def git(self, value: Any) -> GitSetup | None:
+    def kept_in(self, policy: PolicyConfig) -> None:
+        """A task's policy opens nothing outside its scratch dir: its allowed dirs and the
+        trees its commands may read are in it, and its commands run in the sandbox. A task
+        file someone sends you cannot make the model reach your files."""
+        for name, entries in (
+            ("allowed_dirs", policy.allowed_dirs),
+            ("commands.read_only", policy.commands.read_only),
+        ):
+            for entry in entries:
+                if not _in_scratch(entry):
+                    raise self.fail(
+                        ("policy", *name.split(".")),
+                        f"{entry!r} is outside the task's scratch dir; a task's dirs are "
+                        "`.`, relative paths, `../name` or `~/name`",
+                    )
+        if policy.commands.sandbox == "off":
+            raise self.fail(
+                ("policy", "commands", "sandbox"),
+                "a task's commands run in the sandbox: leave out `sandbox: off`",
+            )
+
+    def git(self, value: Any, files: Mapping[str, bytes]) -> GitSetup | None:
         if value is None or value is False:
             return None
         if value is True:
@@ -365,10 +411,16 @@ class _Reader:
         stage = value.get("stage") or []
         if not isinstance(stage, list):
             raise self.fail(("git", "stage"), "expected a list of paths")
-        return GitSetup(
-            changes=self.files(value.get("changes"), ("git", "changes"), deletes=True),
-            stage=tuple(self.path(p, ("git", "stage")) for p in stage),
-        )
+        changes = self.files(value.get("changes"), ("git", "changes"), deletes=True)
+        named = {*files, *changes}
+        for path in stage:
+            self.path(path, ("git", "stage"))
+            if path not in named or path.startswith(("../", "~/")):
+                raise self.fail(
+                    ("git", "stage"),
+                    f"path {path!r}: stage only the project's own files or changes",
+                )
+        return GitSetup(changes=changes, stage=tuple(stage))
 
     def solution(self, value: Any) -> Solution | None:
         if value is None:
@@ -418,6 +470,19 @@ class _Reader:
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100:
             raise self.fail(("max_steps",), "a whole number from 1 to 100")
         return value
+
+
+def _in_scratch(entry: str) -> bool:
+    """Whether a dir of a task's policy stays in its scratch dir (SCRATCH/run/project is the
+    working dir, SCRATCH/run/home the home): `~/…` in the home, a relative path at most one
+    level above the project."""
+    if entry == "~" or entry.startswith("~/"):
+        below = os.path.normpath("run/home/" + entry[2:])
+    elif entry.startswith(("/", "~")):  # absolute, or another user's home
+        return False
+    else:
+        below = os.path.normpath("run/project/" + entry)
+    return below == "run" or below.startswith("run/")
 
 
 def _kind(value: Any) -> str:

@@ -96,7 +96,7 @@ def _cut_answer(text: str) -> str | None:
     if start is None:
         return None
     try:
-        answer, _ = json.decoder.scanstring(text, start.end())
+        answer, _ = json.decoder.scanstring(text, start.end())  # type: ignore[attr-defined]
     except ValueError:  # the string never closes: it was cut inside it
         rest = text[start.end() :]
         half = re.search(r"(\\+)(u[0-9a-fA-F]{0,3})?$", rest)

@@ -27,6 +27,7 @@ class Progress:
         self.runs: list[TaskRun] = []
         self._bar: RichProgress | None = None
         self._task: Any = None
+        self._closed = False
 
     def __enter__(self) -> Progress:
         if _isatty(self.stream):
@@ -54,11 +55,16 @@ class Progress:
             last = f"{sanitize(run.id)} {word}"
             self._bar.update(self._task, completed=index, passed=passed, last=last)
             return
-        self.stream.write(
-            f"eval {index}/{total}: {sanitize(run.id)} {word} ({run.steps} "
-            f"step{'' if run.steps == 1 else 's'}, {run.wall_time:.1f} s)\n"
-        )
-        self.stream.flush()
+        if self._closed:
+            return
+        try:
+            self.stream.write(
+                f"eval {index}/{total}: {sanitize(run.id)} {word} ({run.steps} "
+                f"step{'' if run.steps == 1 else 's'}, {run.wall_time:.1f} s)\n"
+            )
+            self.stream.flush()
+        except (OSError, ValueError):  # stderr closed (`2>&1 >out | head -1`): the runs go on
+            self._closed = True
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -172,7 +178,7 @@ def comparison_lines(compared: Mapping[str, Any]) -> list[str]:
     lines = []
     for side in ("a", "b"):
         results = compared[side]
-        aids = ", ".join(results["aids"]) or "none"
+        aids = ", ".join(map(sanitize, results["aids"])) or "none"
         source, model = sanitize(results["source"]), sanitize(results["model"])
         lines.append(f"{side.upper()}: {source} ({model}, aids: {aids})")
         lines.append(f"  {_rate(results['summary'])}")
@@ -181,7 +187,7 @@ def comparison_lines(compared: Mapping[str, Any]) -> list[str]:
     )
     if categories:
         lines.append("")
-        width = max(len(c) for c in categories)
+        width = max(len(sanitize(c)) for c in categories)  # measured as shown
         lines.append(f"  {'CATEGORY'.ljust(width)}  A                B")
         for name in categories:
             a = compared["a"]["summary"]["by_category"].get(name)

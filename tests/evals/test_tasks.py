@@ -4,6 +4,7 @@ refused in one line that names the file, the line, the task and the key."""
 from __future__ import annotations
 
 import collections
+import os
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,62 @@ BAD = [
         "tasks t.yaml, line 9: task 'one' checks.1.file_has: unknown check; the checks are:",
     ),
     ("no-id", GOOD.replace("id: one", "name: one"), "task 1 id: `id` is required"),
-    ("bad-id", GOOD.replace("id: one", "id: One Two"), "task 1 id: `id` is required"),
+    (
+        "bad-id",
+        GOOD.replace("id: one", "id: One Two"),
+        "task 1 id: `id` cannot be a string ('One Two'): 1 to 80 lowercase letters",
+    ),
+    ("number-id", GOOD.replace("id: one", "id: 5"), "`id` cannot be a number (5)"),
+    (
+        "list-category",
+        GOOD.replace("category: read", "category: [read]"),
+        "task 'one' category: `category` must be text, not a list",
+    ),
+    (
+        "two-key-check",
+        GOOD.replace("answer_contains: hello", "{answer_contains: a, answer_excludes: b}"),
+        "each check is a mapping of one key, the check, to its argument; got 2 keys",
+    ),
+    ("empty-tasks", "tasks: []\n", "`tasks:` must be a list of tasks, got an empty list"),
+    # git reads a repository's own config as commands to run (core.fsmonitor, hooks)
+    (
+        "git-config",
+        GOOD.replace("a.txt: hello", ".git/config: '[core]'"),
+        "path '.git/config': a task writes nothing in .git; say `git: true`",
+    ),
+    ("git-dir-case", GOOD.replace("a.txt: hello", "sub/.GIT/hooks/x: x"), "nothing in .git"),
+    (
+        "stage-outside",
+        GOOD + "    git: {stage: [../b]}\n",
+        "git.stage: path '../b': stage only the project's own files or changes",
+    ),
+    ("stage-unknown", GOOD + "    git: {stage: [nope.txt]}\n", "path 'nope.txt': stage only"),
+    # a task's policy opens nothing outside its scratch dir
+    (
+        "policy-dir-outside",
+        GOOD + "    policy: {allowed_dirs: [., /home]}\n",
+        "task 'one' policy.allowed_dirs: '/home' is outside the task's scratch dir",
+    ),
+    (
+        "policy-dir-up",
+        GOOD + "    policy: {allowed_dirs: [../../..]}\n",
+        "'../../..' is outside the task's scratch dir",
+    ),
+    (
+        "policy-home-up",
+        GOOD + "    policy: {allowed_dirs: ['~/../..']}\n",
+        "'~/../..' is outside",
+    ),
+    (
+        "policy-read-only",
+        GOOD + "    policy: {commands: {read_only: [/work]}}\n",
+        "policy.commands.read_only: '/work' is outside the task's scratch dir",
+    ),
+    (
+        "policy-no-sandbox",
+        GOOD + '    policy: {commands: {sandbox: "off"}}\n',
+        "policy.commands.sandbox: a task's commands run in the sandbox",
+    ),
     ("no-prompt", GOOD.replace("    prompt: What is in a.txt?\n", ""), "`prompt` is required"),
     ("no-checks", GOOD.split("    checks:")[0], "`checks` is required"),
     (
@@ -183,3 +239,24 @@ def test_only_picks_tasks_in_suite_order_and_names_unknown_ids() -> None:
     ]
     with pytest.raises(ConfigError, match="no task 'nope'"):
         select(SUITE, "read-version,nope")
+    for nothing in (",", " ", ""):
+        with pytest.raises(ConfigError, match="--only: give task ids"):
+            select(SUITE, nothing)
+
+
+def test_a_policy_may_open_dirs_inside_the_scratch_dir() -> None:
+    text = (
+        GOOD + "    policy: {allowed_dirs: [., .., sub, '~', '~/notes'], unattended: [read_file]}\n"
+    )
+    (task,) = parse_tasks(text, "t.yaml")
+    assert task.policy.allowed_dirs == [".", "..", "sub", "~", "~/notes"]
+
+
+def test_tasks_paths_that_are_no_task_file(tmp_path: Path) -> None:
+    for where, said in (
+        ("", "--tasks: give a task file"),
+        ("~no-such-user-here/x", "no such user's home dir"),
+        (os.devnull, "not a regular file or a directory"),
+    ):
+        with pytest.raises(ConfigError, match=said):
+            load_tasks(where)
