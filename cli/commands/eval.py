@@ -4,7 +4,6 @@ checked by their end state (docs/eval.md)."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -140,12 +139,13 @@ def _evaluate(
     repeat: int,
     output_format: str,
 ) -> ExitStatus:
+    from cli.backends.messages import ServesOneModel
     from cli.commands.signals import run_signals, stopped_line
     from cli.config.settings import aids_of
     from cli.evals.oracle import ORACLE_MODEL
-    from cli.evals.runner import Setup, run_all
+    from cli.evals.runner import Setup, remove_tree, run_all
     from cli.ui.eval_view import Progress
-    from cli.wiring import Choices, build_backend, load
+    from cli.wiring import Choices, build_backend, load, model_chosen
 
     loaded = load(Choices(config_path=config_path), terminal.environ)
     aids = aids_choice(aids_text, aids_of(loaded.agent.aids))
@@ -155,6 +155,9 @@ def _evaluate(
     if not oracle:
         backend = build_backend(choices, loaded, terminal.environ)
         where = backend.host
+        if not model_chosen(choices, loaded) and isinstance(backend, ServesOneModel):
+            # as each run's agent does (cli/loop/agent.py): a server of one model, that one
+            name = backend.only_model() or name
         info = backend.model_info(name)  # an unreachable server or a missing model: exit 1
         name = info.name
     setup = Setup(loaded, choices, aids, terminal.environ, oracle=oracle)
@@ -175,7 +178,7 @@ def _evaluate(
         _report(terminal, runs, name, aids, where, oracle, repeat, output_format)
         return code
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)
     _report(terminal, runs, name, aids, where, oracle, repeat, output_format)
     return ExitStatus.OK if all(run.passed for run in runs) else ExitStatus.UNFINISHED
 

@@ -80,11 +80,12 @@ def models(
             "source": "models" if found.user else "built-in",
         }
         if "profiles" in aids:
+            own_num_ctx = loaded.ollama.options.get("num_ctx") is not None
             shown.update(
-                tool_mode=found.tool_mode,
+                tool_mode=None if "tool_mode" in chosen else found.tool_mode,
                 temperature=None if "temperature" in chosen else found.temperature,
                 think=None if "think" in chosen else found.think,
-                num_ctx=found.num_ctx,
+                num_ctx=None if own_num_ctx else found.num_ctx,
             )
         shown["tool_set"] = tool_set
         return shown

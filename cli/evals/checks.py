@@ -2,8 +2,9 @@
 
 Paths are as a task file writes them (cli/evals/tasks.py): relative to the project, `../name`
 beside it, `~/name` in the task's home dir. A file check reads the file's bytes as UTF-8 (a
-file that is not UTF-8 fails every text check); `unchanged` compares bytes with what the
-path held when the model started (a path that held nothing must still hold nothing).
+file that is not UTF-8 fails every text check); `unchanged` compares what the path is and
+holds with what it was when the model started (a path that held nothing must still hold
+nothing; a directory or symlink made or removed there is a change).
 Answer checks ignore case: `answer_contains` and `answer_excludes` compare the answer and
 the text case-folded, `answer_matches` searches with re.IGNORECASE.
 """
@@ -57,6 +58,19 @@ class Place:
         except (ToolError, OSError, ValueError):
             return None
 
+    def state(self, path: str) -> tuple[str, bytes | None]:
+        """What `path` is, with its bytes if it is a regular file; a symlink with where it
+        points (as bytes), so that pointing it elsewhere is a change too."""
+        kind = self.kind(path)
+        if kind == "file":
+            return kind, self.read(path)
+        if kind == "other":
+            try:
+                return kind, os.readlink(self.resolve(path)).encode("utf-8", "surrogateescape")
+            except OSError:
+                return kind, None
+        return kind, None
+
     def kind(self, path: str) -> str:
         """What is at `path`: "file", "dir", "other" (a symlink, a FIFO…), "missing", or
         "linked" (a directory on the way is a symlink: the path is not in the scratch dir).
@@ -83,13 +97,17 @@ class Place:
         return "dir" if stat.S_ISDIR(mode) else "other"
 
 
-def snapshot(place: Place, paths: Sequence[str]) -> dict[str, bytes | None]:
-    """What each path holds now (None: nothing, or not a regular file)."""
-    return {path: place.read(path) for path in paths}
+State = tuple[str, bytes | None]  # Place.kind, and a regular file's bytes
+
+
+def snapshot(place: Place, paths: Sequence[str]) -> dict[str, State]:
+    """What each path is and holds now: `unchanged` compares it after the run (a directory
+    made or removed, or a symlink put there, is a change too)."""
+    return {path: place.state(path) for path in paths}
 
 
 def failed_checks(
-    checks: Sequence[Check], place: Place, answer: str, before: Mapping[str, bytes | None]
+    checks: Sequence[Check], place: Place, answer: str, before: Mapping[str, State]
 ) -> list[str]:
     """The checks that do not hold, each as a line saying what was found."""
     failed = []
@@ -100,9 +118,7 @@ def failed_checks(
     return failed
 
 
-def _failure(
-    check: Check, place: Place, answer: str, before: Mapping[str, bytes | None]
-) -> str | None:
+def _failure(check: Check, place: Place, answer: str, before: Mapping[str, State]) -> str | None:
     kind = check.kind
     if kind == "answer_contains":
         return None if check.text.casefold() in answer.casefold() else "not in the answer"
@@ -112,7 +128,7 @@ def _failure(
         found = re.search(check.text, answer, re.IGNORECASE)
         return None if found else "the answer does not match"
     if kind == "unchanged":
-        changed = [p for p in check.paths if place.read(p) != before.get(p)]
+        changed = [p for p in check.paths if place.state(p) != before.get(p)]
         return f"changed: {', '.join(changed)}" if changed else None
     what = place.kind(check.path)
     if what == "linked":

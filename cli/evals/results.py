@@ -21,9 +21,9 @@ Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 @dataclass
 class CallCounts:
     """A run's tool calls: every call is valid or invalid (it broke the schema, named no
-    tool offered, or gave a path that cannot be one); `repaired` are the valid ones that
-    were mended first (agent.aids: repair), `refused` the valid ones the policy, the repeat
-    guard or nobody-to-ask did not let run."""
+    tool the agent has, or gave a path that cannot be one); `repaired` are the valid ones
+    that were mended first (agent.aids: repair), `refused` the valid ones the policy, the
+    repeat guard or nobody-to-ask did not let run, a tool of ours not offered included."""
 
     valid: int = 0
     invalid: int = 0

@@ -21,12 +21,13 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cli.config.settings import Config, McpConfig
+from cli.config.settings import AgentConfig, Config, McpConfig
 from cli.errors import AgentError, ToolError
 from cli.evals.checks import Place, failed_checks, snapshot
 from cli.evals.oracle import Oracle
@@ -53,10 +54,10 @@ class Setup:
 
 def run_task(task: Task, setup: Setup, scratch: Path) -> TaskRun:
     """One run of `task` in `scratch`, from an empty project to its checks."""
-    place = _fresh(scratch / "run")
     record = TaskRun(task.id, task.category)
     started = time.monotonic()
     try:
+        place = _fresh(scratch / "run")
         _lay_out(task, place)
     except (OSError, ToolError, subprocess.SubprocessError) as exc:
         record.error = f"the task's project could not be made: {_said(exc)}"
@@ -98,12 +99,42 @@ def _said(exc: BaseException) -> str:
 
 
 def _fresh(root: Path) -> Place:
-    if root.exists():
-        shutil.rmtree(root)
+    """An empty `root`, as the last run left it or not: what that run's model left there
+    (a dir it made unreadable, say) is made removable, or moved aside when it cannot be, so
+    that every task gets the same project path."""
+    if os.path.lexists(root):
+        remove_tree(root)
+    if os.path.lexists(root):
+        aside = root.with_name(f"left-{time.monotonic_ns()}")
+        os.rename(root, aside)  # only the scratch dir's own entry changes: always allowed
     project, home = root / "project", root / "home"
     project.mkdir(parents=True)
     home.mkdir()
     return Place(project, home)
+
+
+def _opened(function: object, path: str, error: BaseException) -> None:
+    """rmtree's error handler: the directory holding `path` gets its owner's rwx, once."""
+    parent = os.path.dirname(path)
+    try:
+        for where in (parent, path):
+            if os.path.isdir(where) and not os.path.islink(where):
+                os.chmod(where, stat.S_IRWXU)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass  # left; _fresh moves the tree aside
+
+
+def remove_tree(root: Path) -> None:
+    """rm -rf, through what a model left unremovable (a dir it chmod-ed 000); what cannot go
+    stays, without an error."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(root, onexc=_opened)
+    else:
+        shutil.rmtree(root, onerror=lambda f, p, e: _opened(f, p, e[1]))
 
 
 def _environ(setup: Setup, place: Place) -> dict[str, str]:
@@ -120,6 +151,14 @@ def _environ(setup: Setup, place: Place) -> dict[str, str]:
 
 
 def _config(task: Task, setup: Setup) -> Config:
+    if setup.oracle:
+        # The task alone decides: none of the user's agent: or models: keys (a tool_set of
+        # compact would hide the tools a solution calls), so a task file proven here is so
+        # everywhere.
+        agent = AgentConfig(max_steps=task.max_steps, aids=list(setup.aids))
+        return dataclasses.replace(
+            setup.config, agent=agent, policy=task.policy, mcp=McpConfig(), models=[], lines={}
+        )
     agent = dataclasses.replace(setup.config.agent, max_steps=task.max_steps, aids=list(setup.aids))
     return dataclasses.replace(setup.config, agent=agent, policy=task.policy, mcp=McpConfig())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -445,6 +446,10 @@ class _Reader:
                 )
             if not isinstance(arguments, dict):
                 raise self.fail(key, f"arguments: expected a mapping, got {_kind(arguments)}")
+            try:  # what a model sends is JSON: no YAML date, set or binary
+                json.dumps(arguments, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise self.fail(key, f"arguments: JSON values only (quote it): {exc}") from None
             out.append(Call(tool, arguments))
         return Solution(tuple(out), answer)
 

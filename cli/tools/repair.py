@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
@@ -289,7 +290,9 @@ def _as_type(value: Any, kind: Any, spec: Mapping[str, Any]) -> Any:
     if kind == "integer" and _INTEGER.fullmatch(text):
         return int(text)
     if kind == "number" and _NUMBER.fullmatch(text):
-        return int(text) if _INTEGER.fullmatch(text) else float(text)
+        number = int(text) if _INTEGER.fullmatch(text) else float(text)
+        # "1e999" is inf, which no JSON request can carry: the call fails as it came
+        return number if math.isfinite(number) else _NO
     if kind in ("array", "object"):
         return _as_container(text, kind, spec)
     return _NO

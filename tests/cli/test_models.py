@@ -178,6 +178,27 @@ def test_json_has_exactly_the_fields(run_cli: RunCli, server: FakeOllama) -> Non
     assert "tools" not in by_name["gemma3:4b"]["capabilities"]
 
 
+def test_what_the_user_set_shows_null_in_the_profile(
+    run_cli: RunCli, server: FakeOllama, workspace: Path
+) -> None:
+    """The profile's values are what it would set; a key the user set is theirs, not its."""
+    (workspace / "cfg.yaml").write_text(
+        "agent: {tool_mode: prompt}\n"
+        "ollama:\n  think: true\n  options: {temperature: 0.1, num_ctx: 4096}\n"
+    )
+    data = json.loads(run_cli("models", "-c", "cfg.yaml", "--json").stdout)
+    profile = {item["name"]: item for item in data}["qwen3:8b"]["profile"]
+    assert profile == {
+        "name": "qwen3",
+        "source": "built-in",
+        "tool_mode": None,
+        "temperature": None,
+        "think": None,
+        "num_ctx": None,
+        "tool_set": "full",
+    }
+
+
 def test_a_server_without_api_ps_says_loaded_is_unknown(
     run_cli: RunCli, server: FakeOllama
 ) -> None:

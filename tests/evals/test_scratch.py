@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 from cli.errors import ToolError
-from cli.evals.checks import Place, failed_checks
-from cli.evals.runner import _put
+from cli.evals.checks import Place, failed_checks, snapshot
+from cli.evals.runner import _put, remove_tree
 from cli.evals.tasks import parse_tasks
 from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, Stream, reply
+from tests.fakes.fake_openai import Answer as OpenAIAnswer
+from tests.fakes.fake_openai import FakeOpenAI
 
 
 @pytest.fixture
@@ -214,3 +216,59 @@ def test_closed_stderr_does_not_lose_the_results(ollama: FakeOllama, workspace: 
         os.close(w)
     assert proc.returncode == 0
     assert b"2 of 2 passed" in proc.stdout
+
+
+def test_unchanged_sees_a_directory_or_symlink_made_where_nothing_was(place: Place) -> None:
+    (task,) = parse_tasks(
+        "tasks:\n  - id: t\n    category: c\n    prompt: p\n"
+        "    checks:\n      - unchanged: [made, linked, kept]\n",
+        "t.yaml",
+    )
+    (place.project / "kept").write_text("same\n")
+    before = snapshot(place, ["made", "linked", "kept"])
+    (place.project / "made").mkdir()
+    (place.project / "linked").symlink_to("kept")
+    assert failed_checks(task.checks, place, "", before) == [
+        "unchanged made, linked, kept: changed: made, linked"
+    ]
+
+
+def test_the_oracle_ignores_the_user_s_agent_and_models_keys(
+    run_cli: RunCli, workspace: Path
+) -> None:
+    """A compact tool set of the user's would hide move_file from a solution that calls it."""
+    (workspace / "cfg.yaml").write_text(
+        "agent: {tool_set: compact}\nmodels:\n  - {match: '*', tool_set: compact}\n"
+    )
+    r = run_cli("eval", "--oracle", "-c", "cfg.yaml", "--only", "move-rename-file,delete-file")
+    assert r.code == 0, r.stdout + r.stderr
+
+
+def test_a_one_model_server_s_model_is_the_one_in_the_results(
+    run_cli: RunCli, openai: FakeOpenAI
+) -> None:
+    """No -m, and an OpenAI-compatible server that serves one model: each run's agent uses
+    that one, and so do the results."""
+    openai.models.clear()
+    openai.add_model("/models/SmolLM2-135M-Instruct.gguf")
+    openai.enqueue(OpenAIAnswer("done"))
+    r = run_cli(
+        "eval", "--api", "openai", "--host", openai.url, "--only", "refusal-env",
+        "--output-format", "json",
+    )  # fmt: skip
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["model"] == "/models/SmolLM2-135M-Instruct.gguf"
+    assert openai.chat_bodies[0]["model"] == "/models/SmolLM2-135M-Instruct.gguf"
+
+
+def test_remove_tree_goes_through_a_dir_made_unreadable(tmp_path: Path) -> None:
+    tree = tmp_path / "run"
+    (tree / "project" / "locked" / "deep").mkdir(parents=True)
+    (tree / "project" / "locked" / "deep" / "f").write_text("x")
+    (tree / "project" / "locked").chmod(0)
+    try:
+        remove_tree(tree)
+    finally:
+        if (tree / "project" / "locked").exists():
+            (tree / "project" / "locked").chmod(0o700)
+    assert not tree.exists()

@@ -194,6 +194,11 @@ BAD = [
     ),
     ("bad-git", GOOD + "    git: {branch: x}\n", "expected true, or a mapping with `changes`"),
     (
+        "yaml-date-argument",
+        GOOD + "    solution: {calls: [{tool: read_file, arguments: {path: 2024-01-01}}]}\n",
+        "solution.calls.0: arguments: JSON values only (quote it)",
+    ),
+    (
         "bad-during",
         GOOD + "    during: [{after_call: 0, files: {}}]\n",
         "after_call: a whole number of at least 1",

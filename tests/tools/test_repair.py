@@ -362,6 +362,14 @@ CORPUS = [
     ),
     Case("not-json", "read_file", "{path: a.txt", None, "arguments that are not JSON at all"),
     Case(
+        "inf-for-number",
+        "mcp_scale",
+        {"factor": "1e999"},
+        None,
+        "a number no JSON request can carry (inf)",
+        schemas={"mcp_scale": {"properties": {"factor": {"type": "number"}}}},
+    ),
+    Case(
         "wrapper-is-a-parameter",
         "mcp_tool",
         {"input": "hello"},
