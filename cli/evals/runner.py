@@ -52,6 +52,11 @@ class Setup:
     oracle: bool = False  # play each task's solution instead of asking a model
 
 
+class EditFailed(Exception):
+    """A task's `during` edit could not be made (the model left a file where it wants a
+    directory, a symlink on its way…): that run fails with the reason, the eval goes on."""
+
+
 def run_task(task: Task, setup: Setup, scratch: Path) -> TaskRun:
     """One run of `task` in `scratch`, from an empty project to its checks."""
     record = TaskRun(task.id, task.category)
@@ -75,8 +80,8 @@ def run_task(task: Task, setup: Setup, scratch: Path) -> TaskRun:
         _drive(task, setup, place, record)
     except AgentError as exc:
         record.stop_reason, record.error = "error", exc.message
-    except (OSError, ToolError) as exc:
-        record.stop_reason, record.error = "error", f"a `during` edit failed: {_said(exc)}"
+    except EditFailed as exc:
+        record.stop_reason, record.error = "error", str(exc)
     record.wall_time = time.monotonic() - started
     record.failed_checks = failed_checks(task.checks, place, record.answer, before)
     if record.error is not None:
@@ -196,7 +201,10 @@ def _watched(events: Iterator[Event], task: Task, place: Place) -> Iterator[Even
             calls += 1
             for edit in task.during:
                 if edit.after_call == calls:
-                    _write(edit, place)
+                    try:
+                        _write(edit, place)
+                    except (OSError, ToolError) as exc:
+                        raise EditFailed(f"a `during` edit failed: {_said(exc)}") from None
 
 
 def _count(event: Event, record: TaskRun) -> None:
