@@ -132,7 +132,7 @@ def _failure(check: Check, place: Place, answer: str, before: Mapping[str, State
         return f"changed: {', '.join(changed)}" if changed else None
     what = place.kind(check.path)
     if what == "linked":
-        return "it is reached through a symlink, out of the project"
+        return "it is reached through a symlink"
     if kind == "file_absent":
         return None if what == "missing" else "it exists"
     if kind == "file_exists":
