@@ -754,8 +754,8 @@ def _kind(value: Any) -> str:
         return f"a boolean ({str(value).lower()})"
     if isinstance(value, (int, float)):
         return f"a number ({value})"
-    if isinstance(value, str):
-        return f"a string ({value!r})"
+    if isinstance(value, str):  # shortened: a whole file read as one string is no message
+        return f"a string ({value if len(value) <= 40 else value[:39] + '…'!r})"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):

@@ -442,3 +442,13 @@ def test_with_api_openai_the_host_is_the_base_url_and_ollama_host_is_not_read() 
     assert resolve_host("localhost:8000/v1", env, config, "openai") == "http://localhost:8000/v1"
     openai = parse_config("ollama:\n  api: openai\n  host: 'h:1/v1'\n", "t.yaml")
     assert resolve_host(None, env, openai) == "http://h:1/v1"  # the api from the config
+
+
+def test_a_file_that_is_one_long_string_is_not_echoed_whole() -> None:
+    """`-c /etc/passwd`: the error names what was found, shortened, not the whole file."""
+    text = "root:x:0:0:root:/root:/bin/bash " * 50
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, "t.yaml")
+    message = caught.value.message
+    assert "expected a mapping of keys, got a string ('root:x:0:0" in message
+    assert len(message) < 200 and "…" in message
