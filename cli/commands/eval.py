@@ -96,6 +96,22 @@ def eval_(
     if output_format not in ("text", "json"):
         raise UsageError(f"--output-format {output_format}: expected text or json")
     if compare is not None:
+        ignored = [
+            flag
+            for flag, given in (
+                ("--tasks", tasks is not None),
+                ("--only", only is not None),
+                ("--oracle", oracle),
+                ("--list", listing),
+                ("--repeat", repeat != 1),
+                ("--aids", aids is not None),
+                ("-m", model is not None),
+                ("--host", host is not None),
+            )
+            if given
+        ]
+        if ignored:
+            raise UsageError(f"--compare runs nothing: leave out {', '.join(ignored)}")
         _compare(terminal, compare, output_format)
         raise typer.Exit(ExitStatus.OK)
     from cli.evals.tasks import builtin_suite, load_tasks, select

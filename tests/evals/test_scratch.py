@@ -272,3 +272,9 @@ def test_remove_tree_goes_through_a_dir_made_unreadable(tmp_path: Path) -> None:
         if (tree / "project" / "locked").exists():
             (tree / "project" / "locked").chmod(0o700)
     assert not tree.exists()
+
+
+def test_compare_with_options_of_a_run_is_a_usage_error(run_cli: RunCli) -> None:
+    r = run_cli("eval", "--compare", "a.json", "b.json", "--oracle", "--only", "x")
+    assert r.code == 2 and r.stdout == ""
+    assert r.stderr == "agent: --compare runs nothing: leave out --only, --oracle\n"
