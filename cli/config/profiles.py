@@ -76,8 +76,9 @@ BUILT_IN: tuple[Entry, ...] = (
         think=False,
         tool_set="compact",
         num_ctx=8192,
-        basis="SmolLM2 model card: temperature 0.2, top_p 0.9; 8k context; prompt mode and "
-        "the compact set as measured by agent eval (docs/eval.md)",
+        basis="SmolLM2 model card: temperature 0.2, top_p 0.9; 8k context; prompt mode: its "
+        "own template has no tools, and only so (with constrained) does it call one "
+        "(agent eval, docs/eval.md; no more tasks passed); compact: a third of the tokens",
     ),
     _entry(
         "qwen3-coder",
