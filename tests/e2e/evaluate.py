@@ -1,10 +1,10 @@
 """`make e2e`'s eval: the built-in `agent eval` suite against the real SmolLM2-135M model,
 with the aids off and on, and both pass rates printed (docs/eval.md keeps the table).
 
-The whole suite takes the 135M model 13 (aids on) to 40 (off) minutes a pass on 2 cores (46
-tasks, up to 10 steps each), so `make e2e` runs the slice SLICE (one or two tasks of every category) unless
-`--eval-all` asks for all of it; it says which. Each pass's results are kept in the scratch
-dir (eval-off.json, eval-on.json), for `agent eval --compare`.
+The whole suite takes the 135M model 13 (aids on) to 40 (off) minutes a pass on 2 cores
+(46 tasks, up to 10 steps each), so `make e2e` runs the slice SLICE (one or two tasks of
+every category) unless `--eval-all` asks for all of it; it says which. Each pass's results
+are kept in the scratch dir (eval-off.json, eval-on.json), for `agent eval --compare`.
 
 Both passes use one config: the server's protocol, no streaming (the server cannot stream
 tool calls), its context, and answers capped at 384 tokens (a 135M model held to a JSON
