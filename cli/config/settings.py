@@ -533,7 +533,7 @@ class _Builder:
 
     def build(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
         if not isinstance(data, dict):
-            raise self.fail(path, f"expected a mapping of keys, got {_kind(data)}")
+            raise self.fail(path, f"expected a mapping of keys, got {kind_of(data)}")
         hints = get_type_hints(cls)
         known = [f.name for f in dataclasses.fields(cls) if f.name not in ("source", "lines")]
         values: dict[str, Any] = {}
@@ -563,13 +563,13 @@ class _Builder:
     def scalar(self, hint: Any, value: Any, path: tuple[str, ...], meta: Mapping[str, Any]) -> Any:
         if hint is bool:
             if not isinstance(value, bool):
-                raise self.fail(path, f"expected true or false, got {_kind(value)}")
+                raise self.fail(path, f"expected true or false, got {kind_of(value)}")
         elif hint is int:
             if not isinstance(value, int) or isinstance(value, bool):
-                raise self.fail(path, f"expected a whole number, got {_kind(value)}")
+                raise self.fail(path, f"expected a whole number, got {kind_of(value)}")
         elif hint is float:
             if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise self.fail(path, f"expected a number, got {_kind(value)}")
+                raise self.fail(path, f"expected a number, got {kind_of(value)}")
             value = float(value)
         elif meta.get("allow_int") and isinstance(value, int) and not isinstance(value, bool):
             pass  # keep_alive: a number is seconds, a string a duration ("5m"), as Ollama reads it
@@ -577,9 +577,11 @@ class _Builder:
             return value  # think: true or false, else one of its levels
         elif meta.get("allow_bool") and not isinstance(value, str):
             levels = ", ".join(meta.get("choices", ()))
-            raise self.fail(path, f"expected true or false, or one of {levels}; got {_kind(value)}")
+            raise self.fail(
+                path, f"expected true or false, or one of {levels}; got {kind_of(value)}"
+            )
         elif (hint is str or meta.get("allow_int")) and not isinstance(value, str):
-            raise self.fail(path, f"expected a string, got {_kind(value)}")
+            raise self.fail(path, f"expected a string, got {kind_of(value)}")
         minimum = meta.get("minimum")
         if minimum is not None and value < minimum:
             raise self.fail(path, f"must be at least {minimum}, got {value}")
@@ -604,7 +606,7 @@ class _Builder:
                     raise self.fail(path, f"unknown aid {item!r}; the aids are: {', '.join(names)}")
             return [str(item) for item in dict.fromkeys(value)]
         raise self.fail(
-            path, f"expected on, off or a list of aids ({', '.join(names)}); got {_kind(value)}"
+            path, f"expected on, off or a list of aids ({', '.join(names)}); got {kind_of(value)}"
         )
 
     def profiles(self, value: Any, path: tuple[str, ...]) -> list[ModelProfileConfig]:
@@ -612,12 +614,12 @@ class _Builder:
         if value is None:
             return []
         if not isinstance(value, list):
-            raise self.fail(path, f"expected a list of model entries, got {_kind(value)}")
+            raise self.fail(path, f"expected a list of model entries, got {kind_of(value)}")
         entries = []
         for index, item in enumerate(value):
             where = (*path, str(index))
             if not isinstance(item, dict):
-                raise self.fail(path, f"entry {index + 1}: expected a mapping, got {_kind(item)}")
+                raise self.fail(path, f"entry {index + 1}: expected a mapping, got {kind_of(item)}")
             entries.append(self.profile(item, where, index + 1))
         return entries
 
@@ -664,7 +666,7 @@ class _Builder:
             "num_ctx": isinstance(value, int) and not isinstance(value, bool) and value >= 1024,
         }[key]
         if not ok:
-            raise self.fail(path, f"{entry}: {key}: expected {expected}, got {_kind(value)}")
+            raise self.fail(path, f"{entry}: {key}: expected {expected}, got {kind_of(value)}")
         return float(value) if key == "temperature" else value
 
     def server(self, cls: type[Any], data: Any, path: tuple[str, ...]) -> Any:
@@ -687,11 +689,11 @@ class _Builder:
         if value is None:
             return []
         if not isinstance(value, list):
-            raise self.fail(path, f"expected a list of strings, got {_kind(value)}")
+            raise self.fail(path, f"expected a list of strings, got {kind_of(value)}")
         out = []
         for index, item in enumerate(value):
             if not isinstance(item, str):
-                raise self.fail(path, f"item {index + 1}: expected a string, got {_kind(item)}")
+                raise self.fail(path, f"item {index + 1}: expected a string, got {kind_of(item)}")
             mcp = meta.get("mcp_names") and is_mcp_name(item)
             if meta.get("choices") and item not in meta["choices"] and not mcp:
                 raise self.fail(path, f"item {item!r} is not one of {', '.join(meta['choices'])}")
@@ -722,7 +724,7 @@ class _Builder:
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
+            raise self.fail(path, f"expected a mapping, got {kind_of(value)}")
         keys, choices = meta.get("keys"), meta.get("choices")
         if meta.get("of") is not None:  # mcp.servers: name → a server's settings
             return {
@@ -730,7 +732,7 @@ class _Builder:
             }
         for key, item in value.items():
             if meta.get("strings") and not isinstance(item, str):
-                raise self.fail((*path, str(key)), f"expected a string, got {_kind(item)}")
+                raise self.fail((*path, str(key)), f"expected a string, got {kind_of(item)}")
             if keys and key not in keys and not (meta.get("mcp_names") and is_mcp_name(str(key))):
                 raise self.fail(
                     (*path, str(key)),
@@ -747,7 +749,8 @@ class _Builder:
         return dict(value)
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """A value from a YAML file in words, for an error line: "a list", "a string ('x')"."""
     if value is None:
         return "nothing"
     if isinstance(value, bool):
@@ -755,12 +758,16 @@ def _kind(value: Any) -> str:
     if isinstance(value, (int, float)):
         return f"a number ({value})"
     if isinstance(value, str):  # shortened: a whole file read as one string is no message
-        return f"a string ({value if len(value) <= 40 else value[:39] + '…'!r})"
+        return f"a string ({shortened(value)!r})"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):
         return "a mapping"
     return type(value).__name__
+
+
+def shortened(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 __all__ = [

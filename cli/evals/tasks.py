@@ -20,7 +20,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from cli.config.settings import TOOL_NAMES, PolicyConfig, build_section, read_yaml
+from cli.config.settings import (
+    TOOL_NAMES,
+    PolicyConfig,
+    build_section,
+    kind_of,
+    read_yaml,
+    shortened,
+)
 from cli.errors import ConfigError
 
 # The checks a task may make, and what each takes (docs/eval.md).
@@ -63,7 +70,7 @@ class Check:
             return f"{self.kind} {self.text!r}"
         if self.kind in ("file_exists", "file_absent"):
             return f"{self.kind} {self.path}"
-        return f"{self.kind} {self.path} {_short(self.text)!r}"
+        return f"{self.kind} {self.path} {shortened(self.text)!r}"
 
 
 @dataclass(frozen=True)
@@ -199,13 +206,13 @@ def select(tasks: Sequence[Task], only: str | None) -> list[Task]:
 def parse_tasks(text: str, source: str) -> list[Task]:
     data, lines = read_yaml(text, source, "tasks", items=True)
     if not isinstance(data, dict) or set(data) != {"tasks"}:
-        got = ", ".join(map(str, data)) if isinstance(data, dict) else _kind(data)
+        got = ", ".join(map(str, data)) if isinstance(data, dict) else kind_of(data)
         raise ConfigError(
             f"tasks {source}: the top level must be one key, `tasks:`, a list of tasks; got {got}"
         )
     items = data["tasks"]
     if not isinstance(items, list) or not items:
-        got = "an empty list" if items == [] else _kind(items)
+        got = "an empty list" if items == [] else kind_of(items)
         raise ConfigError(f"tasks {source}: `tasks:` must be a list of tasks, got {got}")
     return [_Reader(source, lines, index).task(item) for index, item in enumerate(items)]
 
@@ -230,10 +237,10 @@ class _Reader:
 
     def task(self, item: Any) -> Task:
         if not isinstance(item, dict):
-            raise self.fail((), f"a task is a mapping of keys, got {_kind(item)}")
+            raise self.fail((), f"a task is a mapping of keys, got {kind_of(item)}")
         task_id = item.get("id")
         if not isinstance(task_id, str) or not _ID.fullmatch(task_id):
-            given = "is required" if task_id is None else f"cannot be {_kind(task_id)}"
+            given = "is required" if task_id is None else f"cannot be {kind_of(task_id)}"
             raise self.fail(
                 ("id",),
                 f"`id` {given}: 1 to 80 lowercase letters, digits, '.', '_' and '-', "
@@ -262,7 +269,7 @@ class _Reader:
     def word(self, item: Mapping[str, Any], key: str) -> str:
         value = item.get(key)
         if not isinstance(value, str) or not value.strip():
-            given = "is required" if value is None else f"must be text, not {_kind(value)}"
+            given = "is required" if value is None else f"must be text, not {kind_of(value)}"
             raise self.fail((key,), f"`{key}` {given}")
         return value
 
@@ -270,7 +277,7 @@ class _Reader:
         if value is None:
             return {}
         if not isinstance(value, dict):
-            raise self.fail(key, f"expected a mapping of path to text, got {_kind(value)}")
+            raise self.fail(key, f"expected a mapping of path to text, got {kind_of(value)}")
         out: dict[str, Any] = {}
         for path, content in value.items():
             where = (*key, str(path))
@@ -284,13 +291,13 @@ class _Reader:
             else:
                 also = ", or null to delete it" if deletes else ""
                 raise self.fail(
-                    where, f"expected text or {{base64: …}}{also}; got {_kind(content)}"
+                    where, f"expected text or {{base64: …}}{also}; got {kind_of(content)}"
                 )
         return out
 
     def base64(self, value: Any, key: tuple[str, ...]) -> bytes:
         if not isinstance(value, str):
-            raise self.fail(key, f"base64: expected a string, got {_kind(value)}")
+            raise self.fail(key, f"base64: expected a string, got {kind_of(value)}")
         try:
             return base64.b64decode("".join(value.split()), validate=True)
         except (binascii.Error, ValueError):
@@ -322,7 +329,7 @@ class _Reader:
         for number, item in enumerate(value):
             key = ("checks", str(number))
             if not isinstance(item, dict) or len(item) != 1:
-                got = f"{len(item)} keys" if isinstance(item, dict) else _kind(item)
+                got = f"{len(item)} keys" if isinstance(item, dict) else kind_of(item)
                 raise self.fail(
                     key,
                     f"each check is a mapping of one key, the check, to its argument; got {got}",
@@ -356,7 +363,7 @@ class _Reader:
         path = self.path(arg["path"], key)
         text = arg.get("text", arg.get("pattern", ""))
         if not isinstance(text, str):
-            raise self.fail(key, f"{kind}: text and pattern are strings, got {_kind(text)}")
+            raise self.fail(key, f"{kind}: text and pattern are strings, got {kind_of(text)}")
         if kind == "file_matches":
             self.pattern(text, key)
         return Check(kind, path=path, text=text)
@@ -369,7 +376,7 @@ class _Reader:
 
     def policy(self, value: Any) -> PolicyConfig:
         if value is not None and not isinstance(value, dict):
-            raise self.fail(("policy",), f"expected a mapping of policy keys, got {_kind(value)}")
+            raise self.fail(("policy",), f"expected a mapping of policy keys, got {kind_of(value)}")
         path = ("tasks", str(self.index), "policy")
         try:
             policy: PolicyConfig = build_section(
@@ -445,7 +452,7 @@ class _Reader:
                     key, f"unknown tool {tool!r}; the tools are: {', '.join(TOOL_NAMES)}"
                 )
             if not isinstance(arguments, dict):
-                raise self.fail(key, f"arguments: expected a mapping, got {_kind(arguments)}")
+                raise self.fail(key, f"arguments: expected a mapping, got {kind_of(arguments)}")
             try:  # what a model sends is JSON: no YAML date, set or binary
                 json.dumps(arguments, allow_nan=False)
             except (TypeError, ValueError) as exc:
@@ -488,23 +495,3 @@ def _in_scratch(entry: str) -> bool:
     else:
         below = os.path.normpath("run/project/" + entry)
     return below == "run" or below.startswith("run/")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, (int, float)):
-        return f"a number ({value})"
-    if isinstance(value, str):
-        return f"a string ({_short(value)!r})"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-def _short(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
