@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from bench import context, figures, fixtures, render, report, server_work, walks
+from bench import context, figures, fixtures, prefix, render, report, server_work, walks
 from bench.measure import stopwatch
 from bench.result import Result
 
@@ -29,6 +29,7 @@ FIGURES: dict[str, Figure] = {
     "write_file_5mb": figures.write_file_5mb,
     "write_file_store_size": figures.write_file_store_size,
     "server_work": server_work.server_work,  # 40-step sessions: prompt tokens evaluated / new
+    "prefix": prefix.prefix,  # a run after a run elsewhere, chat's first message: prefix reuse
     "search_content": walks.search_content,
     "search_content_rg": walks.search_content_rg,
     "glob_md": walks.glob_md,

@@ -232,6 +232,10 @@ class ChatRequest:
     # A JSON schema the answer must hold to (cli/loop/constrained.py), sent only to a server
     # that says it can (ConstrainsReplies); None: free text.
     format: Mapping[str, Any] | None = None
+    # "none": the tools are sent (the prompt's prefix stays the one the server holds) but no
+    # call is wanted: the OpenAI-compatible API's tool_choice; Ollama has no such field (the
+    # last message asks for none).
+    tool_choice: str | None = None
 
 
 @dataclass(frozen=True)
@@ -295,6 +299,15 @@ class ConstrainsReplies(Protocol):
     OpenAI-compatible servers. False once a server refused it."""
 
     def constrains_replies(self) -> bool: ...
+
+
+@runtime_checkable
+class Prewarms(Protocol):
+    """Optional for a backend: send a request's prompt for the server to evaluate and keep in
+    its cache, generating as little as the server allows (agent.prewarm). Raises
+    BackendError as chat does; the answer, if any, is not read."""
+
+    def prewarm(self, request: ChatRequest) -> None: ...
 
 
 @runtime_checkable

@@ -165,25 +165,19 @@ class OllamaClient:
 
     # -- public API ---------------------------------------------------------------------
 
+    def prewarm(self, request: ChatRequest) -> None:
+        """The request's prompt evaluated and cached, with the session's keep_alive
+        (implements `messages.Prewarms`). Ollama cannot evaluate without generating: its
+        runners stop at num_predict only when it is above 0 (0 is no limit), so one token is
+        the least it can be asked for."""
+        body = _chat_body(request, stream=False)
+        body["options"]["num_predict"] = 1
+        response = self._request("POST", "/api/chat", body, stream=False, model=request.model)
+        response.close()
+
     def chat(self, request: ChatRequest) -> Iterator[ChatChunk]:
         """Stream one model call; yields normalised chunks, the `done` one last."""
-        body: dict[str, Any] = {
-            "model": request.model,
-            "messages": request.messages,
-            "stream": True,
-            "options": dict(request.options),
-            # An over-long prompt is an error (ContextTooLong), never cut silently from the
-            # front, system prompt and tools first (api/types.go ChatRequest; v0.12.6+,
-            # older servers ignore the fields).
-            "truncate": False,
-            "shift": False,
-        }
-        if request.tools:
-            body["tools"] = request.tools
-        if request.think is not None:
-            body["think"] = request.think
-        if request.keep_alive is not None:
-            body["keep_alive"] = request.keep_alive
+        body = _chat_body(request, stream=True)
         if request.format is not None and self.constrains_replies():
             body["format"] = dict(request.format)  # a JSON schema (Ollama 0.5+)
         try:
@@ -519,6 +513,28 @@ def _version_at_least(version: str, least: tuple[int, ...]) -> bool:
     """ "0.12.3" (or "0.5.0-rc1") at least `least`; False for what is not a version."""
     parts = re.findall(r"\d+", version.split("-")[0])[: len(least)]
     return len(parts) == len(least) and tuple(int(p) for p in parts) >= least
+
+
+def _chat_body(request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+    """/api/chat's body for `request`, without its reply format."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": request.messages,
+        "stream": stream,
+        "options": dict(request.options),
+        # An over-long prompt is an error (ContextTooLong), never cut silently from the
+        # front, system prompt and tools first (api/types.go ChatRequest; v0.12.6+, older
+        # servers ignore the fields).
+        "truncate": False,
+        "shift": False,
+    }
+    if request.tools:
+        body["tools"] = request.tools
+    if request.think is not None:
+        body["think"] = request.think
+    if request.keep_alive is not None:
+        body["keep_alive"] = request.keep_alive
+    return body
 
 
 def _refuses_format(message: str) -> bool:

@@ -202,6 +202,32 @@ class OpenAIClient:
             stats=turn.stats(),
         )
 
+    def prewarm(self, request: ChatRequest) -> None:
+        """The request's prompt evaluated and cached (implements `messages.Prewarms`):
+        llama-server evaluates it and generates nothing with `n_predict: 0` and
+        `cache_prompt`; any other server (llama-cpp-python, where 0 means no limit, LM
+        Studio, vLLM with prefix caching) is asked for one token."""
+        messages, _ = wire_messages(request.messages)
+        body = {**self._body(request, messages), "stream": False}
+        if self._is_llama_server(request.model):
+            body.pop("max_tokens", None)
+            body.update(n_predict=0, cache_prompt=True)
+        else:
+            body["max_tokens"] = 1
+        response = self._request("POST", "/chat/completions", body, model=request.model)
+        response.close()
+
+    def _is_llama_server(self, model: str) -> bool:
+        """llama.cpp's own server: its /models entry for the model says so."""
+        try:
+            entries = self._model_entries() or []
+        except BackendError:
+            return False
+        entry = next((e for e in entries if e.get("id") == model), None)
+        return entry is not None and (
+            entry.get("owned_by") == "llamacpp" or isinstance(entry.get("meta"), dict)
+        )
+
     def constrains_replies(self) -> bool:
         """Whether to send `response_format` with a JSON schema (implements
         `messages.ConstrainsReplies`): yes until the server refused both ways of writing it
@@ -301,7 +327,7 @@ class OpenAIClient:
         if request.tools:
             # llama-cpp-python's server never calls a tool without it; the others default to it.
             body["tools"] = request.tools
-            body["tool_choice"] = "auto"
+            body["tool_choice"] = request.tool_choice or "auto"
         options = request.options
         for name in _OPTIONS:
             if options.get(name) is not None:

@@ -143,6 +143,8 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
         if not _whole_tree_agreed(agent, console, keys):
             return 0
+        if config.agent.prewarm:  # while the user types the first message
+            agent.start_prewarm()
         renderer = ChatRenderer(
             console,
             cwd=agent.policy.cwd,

@@ -109,6 +109,15 @@ def run(
             "model; repeatable. Read through the same policy as read_file.",
         ),
     ] = None,
+    prewarm: Annotated[
+        bool,
+        typer.Option(
+            "--prewarm",
+            help="Send the prompt's fixed start (system prompt, tools, context) to the server "
+            "as the agent starts, while MCP servers start and attachments are read "
+            "(agent.prewarm, which chat follows; see docs/context-and-servers.md).",
+        ),
+    ] = False,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -135,7 +144,16 @@ def run(
         mcp_stderr=_server_stderr(terminal.stderr) if verbose else None,
     )
     output = output_choice(output_format, as_json)
-    code = _run(terminal, prompt, yes, output, choices, verbose=verbose, images=attach or [])
+    code = _run(
+        terminal,
+        prompt,
+        yes,
+        output,
+        choices,
+        verbose=verbose,
+        images=attach or [],
+        prewarm=prewarm,
+    )
     raise typer.Exit(code)
 
 
@@ -164,6 +182,7 @@ def _run(
     *,
     verbose: bool = False,
     images: Sequence[str] = (),
+    prewarm: bool = False,
 ) -> ExitStatus:
     from cli.loop.approval import Approver, NoOneToAsk, UnattendedApprover
     from cli.safety.policy import Policy
@@ -204,6 +223,8 @@ def _run(
         home=terminal.home,
         approver=approver,
     )
+    if prewarm:
+        agent.start_prewarm()
     from cli.safety.policy import whole_trees
     from cli.ui.text import sanitize
 

@@ -163,6 +163,9 @@ class AgentConfig:
     # The aids for small models (AID_NAMES): on (YAML's `on` is true), off, or a list of them.
     aids: bool | list[str] = _setting(True, aid_names=AID_NAMES)
     tool_set: str = _setting("auto", choices=TOOL_SETS)
+    # chat sends the prompt's fixed start to the server as it starts (Agent.start_prewarm);
+    # `agent run` does only with --prewarm.
+    prewarm: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The system prompt: the tool-safety rules and where the agent stands."""
+"""The system prompt (the tool-safety rules: the same in every run) and the context block
+(where the agent stands: what changes between runs)."""
 
 from __future__ import annotations
 
@@ -29,34 +30,47 @@ class Surroundings:
     today: date
 
 
-def build_system_prompt(
-    where: Surroundings,
-    tools_on: bool,
-    extra: str = "",
-    *,
-    tools_text: str = "",
-    instructions: str = "",
-) -> str:
-    """Ours first (who it is, the tool rules, the tools when described in the prompt, where
-    it stands), then the project's instructions, then the user's own addition."""
+def build_system_prompt(tools_on: bool, extra: str = "", *, tools_text: str = "") -> str:
+    """What leads every request and must not change from run to run, directory to directory,
+    project to project or day to day, for a given config and model: who it is, the tool
+    rules, the tools when described in the prompt (ours first, then the MCP servers'), then
+    the user's own addition (agent.system_prompt). A server that keeps the previous prompt's
+    cache then evaluates none of it again. Nothing here may name the working directory, the
+    date or the project: that is `context_block`'s, which goes after the tools."""
     parts = ["You are metona-agent, an assistant working on the user's local files."]
     if tools_on:
         parts.append(TOOL_RULES)
     if tools_text.strip():
         parts.append(tools_text.strip())
-    parts.append(
-        "\n".join(
-            [
-                f"Working directory: {where.cwd} (relative paths are resolved against it)",
-                f"Allowed directories (you may change files only inside these): "
-                f"{', '.join(where.allowed_dirs) or 'none'}",
-                f"Operating system: {where.os_name}",
-                f"Today's date: {where.today.isoformat()}",
-            ]
-        )
-    )
-    if instructions.strip():
-        parts.append(instructions.strip())
     if extra.strip():
         parts.append(extra.strip())
     return "\n\n".join(parts)
+
+
+CONTEXT_OPEN = "<context>"
+CONTEXT_CLOSE = "</context>"
+
+
+def context_block(where: Surroundings, instructions: str = "") -> str:
+    """Where the agent stands, and the project's instructions: what changes between runs.
+    It leads the first user message the server is sent (cli/loop/agent.py), after the system
+    prompt and the tool definitions in every chat template that renders those first, so that
+    only it and the messages are evaluated anew in another directory or on another day
+    (docs/context-and-servers.md says which templates keep that order)."""
+    lines = [
+        CONTEXT_OPEN,
+        f"Working directory: {where.cwd} (relative paths are resolved against it)",
+        f"Allowed directories (you may change files only inside these): "
+        f"{', '.join(where.allowed_dirs) or 'none'}",
+        f"Operating system: {where.os_name}",
+        f"Today's date: {where.today.isoformat()}",
+    ]
+    if instructions.strip():
+        lines += ["", instructions.strip()]
+    lines.append(CONTEXT_CLOSE)
+    return "\n".join(lines)
+
+
+def with_context(block: str, content: str) -> str:
+    """A user message's text with the context block before it."""
+    return f"{block}\n\n{content}"

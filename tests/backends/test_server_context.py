@@ -291,19 +291,39 @@ def test_with_max_num_ctx_at_the_servers_size_a_too_big_message_is_never_sent(
 
 
 def test_refused_twice_the_failure_names_the_servers_context_not_the_cap(
-    run_cli: RunCli, openai: FakeOpenAI
+    run_cli: RunCli, openai: FakeOpenAI, workspace: Path
 ) -> None:
     openai.models["qwen3:8b"] = {"owned_by": "llamacpp"}
     openai.props = {"default_generation_settings": {"n_ctx": 8192}}
+    (workspace / "big.txt").write_text("".join(f"line {i}: value\n" for i in range(400)))
     too_long = "the request exceeds the available context size, try increasing it"  # no numbers
-    openai.enqueue(HttpError(400, too_long), HttpError(400, too_long))
-    r = run_cli("run", "--api", "openai", "--host", openai.url, "hi")
-    assert r.code == 1 and len(openai.chat_bodies) == 2  # sent once more, trimmed, not more
+    read = Answer(tool_calls=[Call("read_file", {"path": "big.txt"})])
+    openai.enqueue(read, HttpError(400, too_long), HttpError(400, too_long))
+    r = run_cli("run", "--api", "openai", "--host", openai.url, "--yes", "read big.txt")
+    assert r.code == 1 and len(openai.chat_bodies) == 3  # sent once more, trimmed, not more
+    refused, resent = openai.chat_bodies[1:]
+    assert resent != refused and len(json.dumps(resent)) < len(json.dumps(refused))
     error = one_error_line(r.stderr)
     assert "bounded by the context of 8192 tokens the server runs 'qwen3:8b' with" in error
     assert SERVER_FLAG in error and "max_num_ctx" not in error and "num_ctx" not in error
     notice = next(line for line in r.stderr.splitlines() if "sending it once more" in line)
     assert "(8192 tokens)" in notice and "num_ctx" not in notice
+
+
+def test_refused_with_nothing_to_leave_out_the_same_request_is_not_sent_again(
+    run_cli: RunCli, openai: FakeOpenAI
+) -> None:
+    """One message, the user's, is all the conversation holds, and the server's context is
+    what it is: the retry would be the refused request byte for byte. It is not sent."""
+    openai.models["qwen3:8b"] = {"owned_by": "llamacpp"}
+    openai.props = {"default_generation_settings": {"n_ctx": 8192}}
+    too_long = "the request exceeds the available context size, try increasing it"
+    openai.enqueue(HttpError(400, too_long), Answer("never asked for"))
+    r = run_cli("run", "--api", "openai", "--host", openai.url, "hi")
+    assert r.code == 1 and len(openai.chat_bodies) == 1
+    error = one_error_line(r.stderr)
+    assert "bounded by the context of 8192 tokens the server runs 'qwen3:8b' with" in error
+    assert "sending it once more" not in r.stderr
 
 
 # Each case: the config, the server (native, or the fake OpenAI server with what it says), and

@@ -94,13 +94,17 @@ def test_objects_render_as_a_server_reserialises_them_and_strings_as_sent() -> N
     )
 
 
-def test_the_tools_come_first_then_every_message() -> None:
-    sent = body([SYSTEM, {"role": "user", "content": "hi"}])
+def test_the_system_message_comes_first_then_the_tools_then_every_other_message() -> None:
+    user = {"role": "user", "content": "hi"}
+    sent = body([SYSTEM, user])
     rendered = blocks(sent)
-    assert rendered[0] == render_tools(TOOLS) and rendered[0][0] == "<|tools|>"
-    assert rendered[1:] == [render_message(m) for m in sent["messages"]]
+    assert rendered[0] == render_message(SYSTEM)
+    assert rendered[1] == render_tools(TOOLS) and rendered[1][0] == "<|tools|>"
+    assert rendered[2:] == [render_message(user)]
     assert prompt_tokens(sent) == sum(map(len, rendered))
     assert blocks({"model": "m", "messages": [SYSTEM]}) == [render_message(SYSTEM)]
+    # No system message: the tools lead.
+    assert blocks(body([user])) == [render_tools(TOOLS), render_message(user)]
 
 
 # -- the counter -----------------------------------------------------------------------------

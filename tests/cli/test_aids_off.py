@@ -9,7 +9,10 @@ left out, since that key did not exist yet. Each scenario is a small model's usu
 in a string), in native and in prompt mode, against both fake servers. The test runs each
 again under `agent.aids: off` and compares every request the server received (method, path,
 body) and the run's `--json` result, byte for byte once the temporary paths and the date
-are written as placeholders; and runs it with the aids on to show that they do change it.
+are written as placeholders, and once the golden's system prompt is laid out as the agent lays
+it out since (where and when it runs moved to the context block that leads the first user
+message: `_with_the_context_block`); and runs it with the aids on to show that they do change
+it.
 """
 
 from __future__ import annotations
@@ -214,6 +217,35 @@ def _placeholders(data: dict[str, Any], workspace: Path, config: Path) -> dict[s
     return loaded
 
 
+# Where the agent stands, as the system prompt ended before the context block took it.
+_WHERE = re.compile(
+    r"\n\n(Working directory: [^\n]*\nAllowed directories [^\n]*\n"
+    r"Operating system: [^\n]*\nToday's date: [^\n]*)"
+)
+
+
+def _with_the_context_block(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A golden's requests as the agent lays the same prompt out now: what the system prompt
+    said of where and when moved to a context block that leads the first user message, so
+    that the system prompt and the tools are the same in every directory and on every day.
+    Nothing else of a request changed since the goldens were recorded."""
+    laid_out = json.loads(json.dumps(recorded))
+    for request in laid_out["requests"]:
+        messages = (request.get("body") or {}).get("messages")
+        if not messages or messages[0].get("role") != "system":
+            continue
+        where = _WHERE.search(messages[0]["content"])
+        assert where is not None, "a golden's system prompt says where it ran"
+        messages[0]["content"] = _WHERE.sub("", messages[0]["content"], count=1)
+        block = f"<context>\n{where.group(1)}\n</context>\n\n"
+        first_user = next(m for m in messages if m.get("role") == "user")
+        if isinstance(first_user.get("content"), list):  # OpenAI's content parts
+            first_user["content"][0]["text"] = block + first_user["content"][0]["text"]
+        else:
+            first_user["content"] = block + first_user["content"]
+    return laid_out
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_with_the_aids_off_a_run_is_what_it_was_before_them(
     scenario: Scenario,
@@ -228,7 +260,7 @@ def test_with_the_aids_off_a_run_is_what_it_was_before_them(
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(json.dumps(seen, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
         pytest.skip(f"recorded {golden.name}")
-    assert seen == json.loads(golden.read_text(encoding="utf-8"))
+    assert seen == _with_the_context_block(json.loads(golden.read_text(encoding="utf-8")))
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)

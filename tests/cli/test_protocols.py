@@ -23,6 +23,7 @@ import pytest
 
 from cli.wiring import Choices
 from tests.conftest import MakeChat, RunCli
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, Stream, reply, tool_call
 from tests.fakes.fake_ollama import HttpError as OllamaHttpError
 from tests.fakes.fake_openai import Answer, Call, Events, FakeOpenAI
@@ -411,18 +412,24 @@ def test_a_model_without_tools_in_native_mode_gets_none(
     assert "<tool_call>" not in server.sent(0)[0]["content"]
 
 
-def test_a_too_long_prompt_is_trimmed_and_sent_again(run_cli: RunCli, server: Server) -> None:
+def test_a_too_long_prompt_is_trimmed_and_sent_again(
+    run_cli: RunCli, server: Server, workspace: Path
+) -> None:
+    (workspace / "big.txt").write_text("".join(f"line {i}: value\n" for i in range(400)))
     message = "the prompt is longer than the context length currently available to the model"
+    server.answer(calls=[("read_file", {"path": "big.txt"})])
     if isinstance(server.fake, FakeOllama):
         server.fake.enqueue(OllamaHttpError(400, message))
     else:
         server.fake.enqueue(OpenAIHttpError(400, message, code="context_length_exceeded"))
     server.answer("fits now")
-    r = run_cli("run", *server.args, "hi")
+    r = run_cli("run", *server.args, "--yes", "read big.txt")
     assert r.code == 0, r.stderr
     assert r.stdout == "fits now\n"
     assert "sending it once more" in r.stderr
-    assert len(server.bodies) == 2
+    assert len(server.bodies) == 3
+    refused, resent = server.bodies[1:]
+    assert resent != refused  # never the refused request again
 
 
 # -- the chat REPL -----------------------------------------------------------------------
@@ -439,7 +446,7 @@ def test_chat_asks_before_a_write_and_keeps_the_history(
     assert (workspace / "a.txt").read_text() == "new\n"
     assert "waiting for confirmation" in chat.text and "Wrote it." in chat.text
     sent = server.sent()
-    users = [m["content"] for m in sent if m["role"] == "user"]
+    users = [typed(m["content"]) for m in sent if m["role"] == "user"]
     assert users == ["write a.txt", "what did I ask?"]
     [result] = server.results_sent()
     assert result["success"] is True

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RunCli
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, HttpError, Stream, reply, tool_call
 
 
@@ -94,14 +95,15 @@ def test_piped_stdin_is_appended_to_the_prompt(run_cli: RunCli, ollama: FakeOlla
     r = run_cli("run", "summarise this:", input="line one\nline two\n")
     assert r.code == 0, r.stderr
     user = ollama.chat_bodies[0]["messages"][1]
-    assert user == {"role": "user", "content": "summarise this:\n\nline one\nline two"}
+    assert user["role"] == "user"
+    assert typed(user["content"]) == "summarise this:\n\nline one\nline two"
 
 
 def test_dash_reads_the_prompt_from_stdin(run_cli: RunCli, ollama: FakeOllama) -> None:
     ollama.enqueue(reply("ok"))
     r = run_cli("run", "-", input="the whole prompt\n")
     assert r.code == 0
-    assert ollama.chat_bodies[0]["messages"][1]["content"] == "the whole prompt"
+    assert typed(ollama.chat_bodies[0]["messages"][1]["content"]) == "the whole prompt"
 
 
 def test_dash_with_empty_stdin_is_a_usage_error(run_cli: RunCli) -> None:

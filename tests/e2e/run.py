@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import evaluate
+import prefix
 import server
 import server_work
 import smoke
@@ -42,6 +43,10 @@ def main() -> int:
             print(f"[e2e] {len(outcomes) - len(failed)} passed, {len(failed)} failed")
             status = status or (1 if failed else 0)
             tasks_end = log_path.stat().st_size  # the eval's requests are not the tasks'
+            warm, lines = prefix.run(recorder.url, scratch, recorder, log_path)
+            for line in lines:
+                print(f"[e2e] {line}", flush=True)
+            status = status or (0 if warm else 1)
             if "--no-eval" not in sys.argv[1:]:
                 env = tasks.environment(scratch)
                 whole = "--eval-all" in sys.argv[1:]

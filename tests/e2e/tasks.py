@@ -96,6 +96,7 @@ def run_agent(
     *extra: str,
     timeout: float = 600,
     aids: str = "on",
+    env: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, Any] | None, str]:
     argv = [
         *AGENT, "run", "--api", "openai", "--host", base_url, "-m", MODEL,
@@ -104,7 +105,7 @@ def run_agent(
     proc = subprocess.run(
         argv,
         cwd=ws,
-        env=environment(root),
+        env={**environment(root), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -67,6 +67,15 @@ CONTEXT_ERROR = (
 )
 
 
+def is_prewarm(body: Any) -> bool:
+    """A prewarm (Agent.start_prewarm): not streamed, at most one token asked for. The
+    agent's own chat requests always stream."""
+    if not isinstance(body, dict) or body.get("stream") is not False:
+        return False
+    options = body.get("options")
+    return isinstance(options, dict) and options.get("num_predict") == 1
+
+
 def context_error() -> HttpError:
     """The server refusing the prompt as longer than num_ctx, as Ollama does (HTTP 400)."""
     return HttpError(400, CONTEXT_ERROR)
@@ -156,6 +165,8 @@ class FakeOllama:
     # When set, every chat request answered with a stream is counted as a server with a KV
     # cache evaluates it (tests/fakes/server_work.py).
     server_work: ServerWork | None = None
+    # When set, a prewarm is answered with this error (it is still recorded).
+    prewarm_error: HttpError | None = None
 
     def __post_init__(self) -> None:
         self._script: deque[Stream | HttpError] = deque()
@@ -196,7 +207,13 @@ class FakeOllama:
 
     @property
     def chat_bodies(self) -> list[dict[str, Any]]:
-        return [r.body for r in self.requests if r.path == "/api/chat"]
+        """The chat requests, prewarms left out (`prewarm_bodies`)."""
+        return [r.body for r in self.requests if r.path == "/api/chat" and not is_prewarm(r.body)]
+
+    @property
+    def prewarm_bodies(self) -> list[dict[str, Any]]:
+        """agent.prewarm's requests: answered at once, never from the script."""
+        return [r.body for r in self.requests if r.path == "/api/chat" and is_prewarm(r.body)]
 
     @property
     def pending(self) -> int:
@@ -330,6 +347,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.served_chat = True
             if self.fake.follow_loads:
                 self.fake.load(str(model), body.get("options", {}).get("num_ctx"))
+            if is_prewarm(body) and self.fake.prewarm_error is not None:
+                self._json(self.fake.prewarm_error.status, {"error": self.fake.prewarm_error.error})
+                return
+            if is_prewarm(body):
+                if self.fake.server_work is not None:
+                    self.fake.server_work.observe(body)
+                done = {"role": "assistant", "content": ""}
+                self._json(200, {"model": model, "message": done, "done": True})
+                return
             response = self.fake.next_response()
             if self.fake.server_work is not None and isinstance(response, Stream):
                 self.fake.server_work.observe(body)

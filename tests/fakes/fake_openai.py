@@ -35,6 +35,17 @@ from tests.fakes.fake_http import (
 )
 from tests.fakes.server_work import ServerWork
 
+
+def is_prewarm(body: Any) -> bool:
+    """A prewarm (Agent.start_prewarm): llama-server's `n_predict: 0`, or one token asked for
+    without streaming."""
+    if not isinstance(body, dict):
+        return False
+    if body.get("n_predict") == 0:
+        return True
+    return body.get("stream") is False and body.get("max_tokens") == 1
+
+
 # -- what a scripted chat call can do ------------------------------------------------------
 
 
@@ -176,7 +187,15 @@ class FakeOpenAI:
 
     @property
     def chat_bodies(self) -> list[dict[str, Any]]:
-        return [r.body for r in self.requests if r.path == f"{self.prefix}/chat/completions"]
+        """The chat requests, prewarms left out (`prewarm_bodies`)."""
+        path = f"{self.prefix}/chat/completions"
+        return [r.body for r in self.requests if r.path == path and not is_prewarm(r.body)]
+
+    @property
+    def prewarm_bodies(self) -> list[dict[str, Any]]:
+        """agent.prewarm's requests: answered at once, never from the script."""
+        path = f"{self.prefix}/chat/completions"
+        return [r.body for r in self.requests if r.path == path and is_prewarm(r.body)]
 
     @property
     def pending(self) -> int:
@@ -462,6 +481,14 @@ class _Handler(BaseHTTPRequestHandler):
         refused = fake.refusal(body) if isinstance(body, dict) else None
         if refused is not None:
             self._json(*refused)
+            return
+        if is_prewarm(body):
+            if fake.server_work is not None:
+                fake.server_work.observe(body)
+            done = {"index": 0, "message": {"role": "assistant", "content": ""}}
+            self._json(
+                200, {"object": "chat.completion", "choices": [{**done, "finish_reason": "length"}]}
+            )
             return
         response = fake.next_response()
         if fake.server_work is not None and not isinstance(response, HttpError):

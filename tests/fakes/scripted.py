@@ -9,6 +9,7 @@ tests and the whole-program tests use those. This one is for what happens betwee
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,13 +69,11 @@ class ScriptedModel:
     def chat(self, request: ChatRequest) -> Iterator[ChatChunk]:
         # The loop may change its message list after the call: keep what was sent.
         self.requests.append(
-            ChatRequest(
-                request.model,
-                [dict(m) for m in request.messages],
-                list(request.tools),
-                request.think,
-                dict(request.options),
-                request.keep_alive,
+            dataclasses.replace(
+                request,
+                messages=[dict(m) for m in request.messages],
+                tools=list(request.tools),
+                options=dict(request.options),
             )
         )
         if not self.answers:

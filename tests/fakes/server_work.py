@@ -3,9 +3,10 @@
 llama.cpp, Ollama, LM Studio and vLLM keep the previous prompt's KV cache and evaluate only
 what follows the longest common prefix with it. This counts that exactly, in tokens of a
 simple tokenizer of our own (words and single punctuation marks, `\\w+|[^\\w\\s]`): each
-request is rendered as a chat template would render it — the tool definitions, then every
-message in order (a role marker, then each field: content, thinking, tool calls, tool name…,
-then an end marker) — and compared with the previous request to the same model.
+request is rendered as a chat template would render it — the system message, the tool
+definitions, then every other message in order (a role marker, then each field: content,
+thinking, tool calls, tool name…, then an end marker) — and compared with the previous
+request to the same model.
 
 Per request (a `Row`): its `tokens`; `lcp`, the tokens it shares from the start with the
 previous request to that model; `evaluated`, what the server pays: `tokens - lcp`, or all of
@@ -82,12 +83,14 @@ def render_tools(tools: Any) -> list[str]:
 
 
 def blocks(body: Mapping[str, Any]) -> list[list[str]]:
-    """The request as its template renders it, block by block: the tool definitions (if
-    any), then each message."""
-    rendered = [render_tools(body.get("tools"))]
+    """The request as its template renders it, block by block: a leading system message,
+    the tool definitions (if any), then each other message: the order of the templates that
+    keep a prefix across runs (ChatML/Qwen put the tools in the system turn, after its
+    text); docs/context-and-servers.md says which do not."""
     messages = body.get("messages")
-    if isinstance(messages, list):
-        rendered += [render_message(m) for m in messages if isinstance(m, Mapping)]
+    listed = [m for m in messages if isinstance(m, Mapping)] if isinstance(messages, list) else []
+    lead = [render_message(listed.pop(0))] if listed and listed[0].get("role") == "system" else []
+    rendered = [*lead, render_tools(body.get("tools")), *(render_message(m) for m in listed)]
     return [b for b in rendered if b]
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 from tests.fixtures.make_old_store import ROOT
 
@@ -132,5 +133,5 @@ def test_a_chat_saved_by_the_release_before_resumes_with_its_history(
     finally:
         child.terminate(force=True)
     [body] = ollama.chat_bodies
-    said = [m["content"] for m in body["messages"] if m["role"] in ("user", "assistant")]
+    said = [typed(m["content"]) for m in body["messages"] if m["role"] in ("user", "assistant")]
     assert said == ["say hello", "Hello from the saved chat.", "and again"]

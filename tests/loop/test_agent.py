@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cli.loop.agent import Agent
+from cli.loop.agent import ASK_AGAIN, Agent
 from cli.loop.approval import Approval
 from cli.loop.events import (
     ContentDelta,
@@ -22,6 +22,7 @@ from cli.loop.events import (
 )
 from cli.tools import ALL_TOOLS, Tool
 from tests.conftest import MakeAgent
+from tests.fakes.context import block_of
 from tests.fakes.fake_ollama import FakeOllama, HttpError, Stream, reply, tool_call
 
 
@@ -67,10 +68,11 @@ def test_T19_loop_stops_after_max_steps_model_calls(
     assert finished.steps == 10
     assert finished.pending_calls == 1
     assert len(of_type(events, ToolResult)) == 9  # the 10th answer's call is not run
-    # Then one last request, without tools, asks for a report; that is the answer.
+    # Then one last request asks for a report; that is the answer. It carries the tools as
+    # every request of the turn did (the prefix the server holds), and asks for no call.
     assert len(ollama.chat_bodies) == 11
     wrap = ollama.chat_bodies[-1]
-    assert "tools" not in wrap or not wrap["tools"]
+    assert wrap["tools"] == ollama.chat_bodies[-2]["tools"]
     assert "Do not call any tool" in wrap["messages"][-1]["content"]
     assert finished.answer == "I read a.txt again and again; what is left: stop looping."
     # The history stays well-formed: the unrun call still has its tool message, and the
@@ -416,12 +418,29 @@ def test_json_that_is_not_one_of_our_tools_stays_an_answer(
 
 def test_an_empty_answer_is_asked_once_more(make_agent: MakeAgent, ollama: FakeOllama) -> None:
     ollama.enqueue(reply(""), reply("real answer"))
-    events = make_agent().run("go")
+    harness = make_agent()
+    events = harness.run("go")
     assert any("empty answer" in e.text for e in of_type(events, Notice))
     assert events[-1].answer == "real answer"
     assert len(ollama.chat_bodies) == 2
-    # The empty turn is not kept in history.
-    assert [m["role"] for m in ollama.chat_bodies[1]["messages"]] == ["system", "user"]
+    # The empty turn is not kept in history; the request asks again in words (never the
+    # same request twice), and those words are not kept either.
+    first, again = (body["messages"] for body in ollama.chat_bodies)
+    assert [m["role"] for m in again] == ["system", "user"]
+    assert again[1]["content"] == first[1]["content"] + "\n\n" + ASK_AGAIN
+    assert ASK_AGAIN not in json.dumps(harness.conversation)
+
+
+def test_an_empty_answer_after_a_tool_result_is_asked_for_in_a_message_of_its_own(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "a.txt"})]), reply(""), reply("a")
+    )
+    make_agent().run("read a.txt")
+    refused, again = (body["messages"] for body in ollama.chat_bodies[1:])
+    assert again == [*refused, {"role": "user", "content": ASK_AGAIN}]
 
 
 def test_too_many_calls_in_one_answer_are_capped(
@@ -573,19 +592,24 @@ def test_server_error_mid_loop_raises_the_typed_error(
 # -- system prompt and context --------------------------------------------------------------------
 
 
-def test_system_prompt_has_the_rules_and_where_we_are(
+def test_system_prompt_has_the_rules_and_the_context_block_where_we_are(
     make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
 ) -> None:
     ollama.enqueue(reply("ok"))
     make_agent('agent: {system_prompt: "Answer in French."}\n').run("hi")
-    system = ollama.chat_bodies[0]["messages"][0]
+    system, user = ollama.chat_bodies[0]["messages"]
     assert system["role"] == "system"
     text = system["content"]
     assert "[Tool use rules]" in text and "Never read or change files that hold passwords" in text
-    assert f"Working directory: {workspace}" in text
-    assert "Allowed directories" in text and str(workspace) in text
-    assert "Today's date: " in text and "Operating system: " in text
     assert text.endswith("Answer in French.")
+    # Nothing of where or when in the system prompt: it is the same in every run.
+    assert str(workspace) not in text and "date" not in text
+    assert user["role"] == "user"
+    block = block_of(user["content"])
+    assert f"Working directory: {workspace}" in block
+    assert "Allowed directories" in block and str(workspace) in block
+    assert "Today's date: " in block and "Operating system: " in block
+    assert user["content"] == block + "hi"
 
 
 def test_long_history_is_trimmed_to_the_context_window(

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from cli.errors import AgentError
 from cli.loop.events import Finished, Notice, ToolDecided, ToolResult
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fakes.fake_ollama import FakeOllama, HttpError, Stream, reply, tool_call
@@ -112,7 +113,8 @@ def test_agent_run_at_the_step_limit_prints_the_models_report(
     assert r.stdout == "I listed three dirs that do not exist. Left: find the right one.\n"
     assert "step limit reached" in r.stderr
     last = ollama.chat_bodies[-1]
-    assert "tools" not in last and "Do not call any tool" in last["messages"][-1]["content"]
+    assert last["tools"] == ollama.chat_bodies[-2]["tools"]  # the prefix the server holds
+    assert "Do not call any tool" in last["messages"][-1]["content"]
 
 
 def test_a_failed_report_still_ends_at_the_step_limit(
@@ -144,7 +146,7 @@ def test_chat_at_the_step_limit_can_wrap_up(make_chat: MakeChat, ollama: FakeOll
     ollama.enqueue(reply("Summary: two dirs, both missing."))
     chat.run("look around\r", "w")
     assert "Summary: two dirs, both missing." in chat.text
-    assert "tools" not in ollama.chat_bodies[-1]
+    assert ollama.chat_bodies[-1]["tools"] == ollama.chat_bodies[-2]["tools"]
 
 
 def test_chat_at_the_step_limit_can_stop(make_chat: MakeChat, ollama: FakeOllama) -> None:
@@ -286,9 +288,25 @@ def test_a_server_refusing_the_tool_role_gets_labelled_results(
     ollama.enqueue(reply(f"<tool_call>{json.dumps(call)}</tool_call>"))
     ollama.enqueue(HttpError(400, "invalid message role: tool"))
     ollama.enqueue(reply("alpha"))
-    events = make_agent("agent: {tool_mode: prompt}\n").run("read a.txt")
+    # Without the user_results aid, which sends them labelled from the start.
+    events = make_agent("agent: {tool_mode: prompt, aids: off}\n").run("read a.txt")
     assert events[-1].answer == "alpha"
-    sent = ollama.chat_bodies[-1]["messages"]
+    refused, sent = (body["messages"] for body in ollama.chat_bodies[1:])
+    assert any(m["role"] == "tool" for m in refused)
     assert not any(m["role"] == "tool" for m in sent)
     labelled = [m for m in sent if m["content"].startswith("[tool result of read_file]")]
     assert len(labelled) == 1 and labelled[0]["role"] == "user"
+
+
+def test_labelled_results_refused_are_not_sent_again(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    """With the user_results aid the results already go as labelled user messages: a server
+    that still says "invalid message role" would refuse the same request again."""
+    (workspace / "a.txt").write_text("alpha\n")
+    call = {"name": "read_file", "arguments": {"path": "a.txt"}}
+    ollama.enqueue(reply(f"<tool_call>{json.dumps(call)}</tool_call>"))
+    ollama.enqueue(HttpError(400, "invalid message role: tool"), reply("never asked for"))
+    with pytest.raises(AgentError, match="invalid message role"):
+        make_agent("agent: {tool_mode: prompt}\n").run("read a.txt")
+    assert len(ollama.chat_bodies) == 2

@@ -14,6 +14,7 @@ import pytest
 from cli.loop.images import MAX_IMAGE_BYTES
 from cli.wiring import Choices
 from tests.conftest import RunCli
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, reply
 from tests.fakes.fake_openai import Answer, FakeOpenAI
 
@@ -56,7 +57,7 @@ def test_run_attaches_images_for_a_vision_model(
     assert r.stdout == "A chart and a photo.\n"
     sent = user_message(vision.chat_bodies[0])
     assert sent["images"] == [b64(PNG), b64(JPEG)]  # Ollama: base64, in the order given
-    assert sent["content"].startswith("what?\n\n")
+    assert typed(sent["content"]).startswith("what?\n\n")
     assert '<image path="shot.png" />' in sent["content"]
     assert '<image path="photo.jpg" />' in sent["content"]
 
@@ -148,7 +149,7 @@ def test_openai_gets_image_url_content_parts(run_cli: RunCli, workspace: Path) -
     finally:
         fake.stop()
     text, first, second = sent["content"]
-    assert text["type"] == "text" and text["text"].startswith("what?\n\n")
+    assert text["type"] == "text" and typed(text["text"]).startswith("what?\n\n")
     assert first == {
         "type": "image_url",
         "image_url": {"url": f"data:image/png;base64,{b64(PNG)}"},
@@ -195,7 +196,7 @@ def test_chat_at_image_attaches_it(make_chat: Any, vision: FakeOllama, workspace
     chat.run("what is in @shot.png?" + ENTER, "and now?" + ENTER)
     first = user_message(vision.chat_bodies[0])
     assert first["images"] == [b64(PNG)]
-    assert first["content"] == 'what is in @shot.png?\n\n<image path="shot.png" />'
+    assert typed(first["content"]) == 'what is in @shot.png?\n\n<image path="shot.png" />'
     assert f"📎 attached shot.png (image, {len(PNG)} B)" in chat.text
     # The next message carries none of its own; the first keeps its image in the history.
     second = vision.chat_bodies[1]["messages"]

@@ -28,10 +28,14 @@ def run_cli(run_cli_in_process: RunCli) -> RunCli:
 
 
 def system_prompt(ollama: FakeOllama, index: int = 0) -> str:
-    return str(ollama.chat_bodies[index]["messages"][0]["content"])
+    """What leads the request: the system prompt, then the first user message, which the
+    context block (where the project's instructions go) leads."""
+    messages = ollama.chat_bodies[index]["messages"]
+    first_user = next(m for m in messages if m["role"] == "user")
+    return f"{messages[0]['content']}\n\n{first_user['content']}"
 
 
-def test_agents_md_reaches_the_system_prompt(
+def test_agents_md_reaches_the_context_block_not_the_system_prompt(
     run_cli: RunCli, ollama: FakeOllama, workspace: Path
 ) -> None:
     (workspace / "AGENTS.md").write_text("Run the tests with `make test`.\n")
@@ -40,8 +44,10 @@ def test_agents_md_reaches_the_system_prompt(
     assert r.code == 0, r.stderr
     prompt = system_prompt(ollama)
     assert "[Project instructions]" in prompt and "Run the tests with `make test`." in prompt
-    # Ours first: the tool rules come before the project's words.
+    # Ours first: the tool rules come before the project's words, which are in the context
+    # block: the system prompt stays the same from project to project.
     assert prompt.index("[Tool use rules]") < prompt.index("[Project instructions]")
+    assert "[Project instructions]" not in ollama.chat_bodies[0]["messages"][0]["content"]
     assert "instructions: AGENTS.md" in r.stderr
 
 

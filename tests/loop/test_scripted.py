@@ -10,6 +10,7 @@ from typing import Any
 
 from cli.loop.events import ContentDelta, Finished, ThinkingDelta, ToolDecided, ToolResult
 from tests.conftest import MakeAgent
+from tests.fakes.context import typed
 from tests.fakes.scripted import Answer, ScriptedModel, call
 
 
@@ -36,7 +37,8 @@ def test_an_answer_without_calls_ends_the_turn_in_one_request(
     assert "".join(e.text for e in of_type(events, ContentDelta)) == "All done here."
     assert "".join(e.text for e in of_type(events, ThinkingDelta)) == "nothing to do"
     assert len(scripted.requests) == 1
-    assert scripted.requests[0].messages[-1] == {"role": "user", "content": "hi"}
+    last = scripted.requests[0].messages[-1]
+    assert last["role"] == "user" and typed(last["content"]) == "hi"
 
 
 def test_a_read_result_goes_back_to_the_model_in_the_next_request(
@@ -98,7 +100,7 @@ def test_a_call_to_a_tool_nobody_offered_is_refused_and_the_loop_goes_on(
     assert list(workspace.iterdir()) == []
 
 
-def test_the_step_limit_ends_with_a_request_without_tools(
+def test_the_step_limit_ends_with_a_request_that_wants_no_call(
     make_scripted_agent: MakeAgent, scripted: ScriptedModel, workspace: Path
 ) -> None:
     (workspace / "a.txt").write_text("a")
@@ -110,5 +112,8 @@ def test_the_step_limit_ends_with_a_request_without_tools(
     assert isinstance(finished, Finished)
     assert (finished.stop_reason, finished.steps) == ("max_steps", 3)
     assert len(scripted.requests) == 4
-    assert not scripted.requests[-1].tools
+    # The tools stay (they lead the prompt the server holds); no call is wanted.
+    assert scripted.requests[-1].tools == scripted.requests[-2].tools
+    assert scripted.requests[-1].tool_choice == "none"
+    assert scripted.requests[-2].tool_choice is None
     assert finished.answer == "What I found: nothing more."

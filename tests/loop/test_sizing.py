@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from cli.loop.events import Notice
 from cli.loop.sizing import CONTEXT_STEP, MAX_FACTOR, MIN_FACTOR, REPLY_TOKENS, Calibration
 from cli.loop.tokens import estimate_tokens, message_tokens
 from tests.conftest import MakeAgent, MakeChat, RunCli
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import (
     CONTEXT_ERROR,
     FakeOllama,
@@ -190,7 +192,7 @@ def test_history_beyond_the_cap_is_trimmed_to_it(make_agent: MakeAgent, ollama: 
     body = ollama.chat_bodies[0]
     assert num_ctx(body) == 8192
     assert estimate_of(body) <= 8192 - REPLY_TOKENS // 2  # room for the answer
-    questions = [m["content"] for m in body["messages"] if m["role"] == "user"]
+    questions = [typed(m["content"]) for m in body["messages"] if m["role"] == "user"]
     assert questions[-1] == "now" and questions[-2].startswith("question 9\n\n")
     assert not any("question 0" in q for q in questions)
     assert "\n\n[Context compacted: " in questions[0]  # the note says what was left out
@@ -215,10 +217,10 @@ def test_context_error_trims_tool_results_oldest_first_and_retries_once(
     assert second["tools"] == first["tools"]
     # The current message stays (under the note on what was left out, if turns were).
     assert second["messages"][-1]["content"].endswith("current question")
-    results = [m["content"] for m in second["messages"] if m["role"] == "tool"]
+    results = [typed(m["content"]) for m in second["messages"] if m["role"] == "tool"]
     removed = [REMOVED in r for r in results]
     assert removed and removed[0] and removed == sorted(removed, reverse=True)  # oldest first
-    questions = [m["content"] for m in second["messages"] if m["role"] == "user"]
+    questions = [typed(m["content"]) for m in second["messages"] if m["role"] == "user"]
     if len(questions) < 4:  # turns go only once every remaining tool result has gone
         assert all(removed)
     assert estimate_of(second) < estimate_of(first)
@@ -228,7 +230,7 @@ def test_context_error_trims_tool_results_oldest_first_and_retries_once(
     assert "reduced to a stub" in notices[0] or "reduced to stubs" in notices[0]
     assert events[-1].answer == "fitted"
     # The conversation itself keeps everything: only what was sent was trimmed.
-    kept = [m["content"] for m in harness.conversation if m["role"] == "tool"]
+    kept = [typed(m["content"]) for m in harness.conversation if m["role"] == "tool"]
     assert not any(REMOVED in c for c in kept)
 
 
@@ -240,8 +242,8 @@ def test_context_error_drops_the_oldest_turns_when_there_are_no_results(
     ollama.enqueue(context_error(), reply("fitted"))
     events = harness.run("current question")
     first, second = ollama.chat_bodies
-    asked = [m["content"] for m in first["messages"] if m["role"] == "user"]
-    kept = [m["content"] for m in second["messages"] if m["role"] == "user"]
+    asked = [typed(m["content"]) for m in first["messages"] if m["role"] == "user"]
+    kept = [typed(m["content"]) for m in second["messages"] if m["role"] == "user"]
     assert asked == ["question 0", "question 1", "question 2", "question 3", "current question"]
     # The oldest go; the first message still sent carries the note saying so.
     assert len(kept) < len(asked) and kept[1:] == asked[len(asked) - len(kept) + 1 :]
@@ -355,3 +357,25 @@ def test_chat_stats_show_context_use(make_chat: MakeChat, ollama: FakeOllama) ->
     chat = make_chat("ollama: {options: {num_ctx: 32768}}\n")
     chat.run("hello\r")
     assert "ctx 12.1k/32k" in chat.text
+
+
+def test_refused_at_the_cap_after_a_long_read_the_retry_compacts_and_differs(
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path
+) -> None:
+    """At ollama.max_num_ctx there is no more context to ask for: the retry must send less
+    (the read's result shortened), never the refused request again."""
+    (workspace / "c.yaml").write_text("ollama: {max_num_ctx: 8192}\n")
+    (workspace / "big.txt").write_text("".join(f"line {i}: some value\n" for i in range(400)))
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("read_file", {"path": "big.txt"})]),
+        context_error(),
+        reply("It lists 400 values."),
+    )
+    r = run_cli("run", "-c", "c.yaml", "--yes", "what is in big.txt?")
+    assert r.code == 0, r.stderr
+    assert r.stdout == "It lists 400 values.\n"
+    refused, resent = ollama.chat_bodies[1:]
+    assert num_ctx(refused) == num_ctx(resent) == 8192
+    assert resent != refused
+    assert len(json.dumps(resent["messages"])) < len(json.dumps(refused["messages"]))
+    assert "sending it once more with num_ctx 8192, 1 tool result shortened" in r.stderr

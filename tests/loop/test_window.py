@@ -12,6 +12,7 @@ import pytest
 from cli.loop.agent import SUMMARISE
 from cli.loop.events import Finished, Notice
 from tests.conftest import Choices, MakeAgent, MakeChat, RunCli, harness
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, HttpError, reply, tool_call
 from tests.fakes.fake_openai import Answer, Call, FakeOpenAI
 
@@ -74,7 +75,7 @@ def test_each_request_repeats_the_last_one_until_a_compaction(
         assert body["messages"][0] == bodies[0]["messages"][0]
         assert body["tools"] == bodies[0]["tools"]
         first_user = next(m for m in body["messages"] if m["role"] == "user")
-        assert first_user["content"].startswith("read f00.txt to f39.txt one by one")
+        assert typed(first_user["content"]).startswith("read f00.txt to f39.txt one by one")
     for i in breaks:  # a compaction keeps the latest step whole
         last_call, last_result = bodies[i]["messages"][-2:]
         assert last_call["tool_calls"] and STUB not in last_result["content"]
@@ -189,7 +190,7 @@ def test_a_compaction_keeps_prompt_tools_current_turn_and_the_changed_files(
     messages = body["messages"]
     assert messages[0] == {"role": "system", "content": harness.agent.system_prompt()}
     assert body["tools"] and len(body["tools"]) == len(harness.agent.policy.enabled_tools())
-    current, note = messages[-1]["content"].split("\n\n", 1)
+    current, note = typed(messages[-1]["content"]).split("\n\n", 1)
     assert current == "current question" and messages[-1]["role"] == "user"
     assert note.startswith(NOTE) and "earlier turn" in note
     # The record of what the left-out steps changed; a failed write changed nothing.
@@ -214,7 +215,7 @@ def test_old_results_become_stubs_before_turns_go(
     ollama.enqueue(reply("sure", prompt_eval_count=0))
     harness.run("current question")
     (body,) = ollama.chat_bodies
-    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+    users = [typed(m["content"]) for m in body["messages"] if m["role"] == "user"]
     assert users[0] == "write the notes"  # no turn had to go
     stub = json.loads(body["messages"][8]["content"])
     assert stub["success"] is True and stub["path"] == "data.txt" and "content" not in stub

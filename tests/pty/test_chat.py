@@ -12,6 +12,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 
 pytestmark = pytest.mark.pty
@@ -96,7 +97,7 @@ def test_chat_session_end_to_end(chat: pexpect.spawn, ollama: FakeOllama, worksp
     chat.expect("You asked me to count.")
     chat.expect(PROMPT)
     sent = ollama.chat_bodies[-1]["messages"]
-    users = [m["content"] for m in sent if m["role"] == "user"]
+    users = [typed(m["content"]) for m in sent if m["role"] == "user"]
     assert users == ["make a todo list", "rewrite the notes", "count to 400", "what did I ask?"]
     partial = [m for m in sent if m["role"] == "assistant" and m["content"].startswith("counting")]
     assert len(partial) == 1 and len(partial[0]["content"]) < len("counting ") + 1500
@@ -192,5 +193,5 @@ def test_resume_reopens_the_latest_session(ollama: FakeOllama, workspace: Path) 
     second.expect(PROMPT)  # a line typed while the turn ends waits at the next prompt, unsent
     say(second, "/bye")
     second.expect(pexpect.EOF)
-    users = [m["content"] for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
+    users = [typed(m["content"]) for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["the code word is heron", "what was the code word?"]

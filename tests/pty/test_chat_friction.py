@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 from tests.fakes.vt import Term
 from tests.pty.test_terminal_ui import at_prompt, chat, say, terms
@@ -99,7 +100,7 @@ def test_an_mcp_failure_known_while_typing_shows_above_the_prompt(
     ollama.enqueue(reply("Got it."))
     term.send("\r")
     term.wait("Got it.")
-    users = [m["content"] for m in ollama.chat_bodies[0]["messages"] if m["role"] == "user"]
+    users = [typed(m["content"]) for m in ollama.chat_bodies[0]["messages"] if m["role"] == "user"]
     assert users == ["half typed"]
 
 

@@ -29,6 +29,7 @@ from cli.config.settings import parse_config
 from cli.loop.approval import ApprovalRequest
 from cli.safety.policy import Policy
 from tests.conftest import RunCli
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, Stream, reply, tool_call
 from tests.fakes.vt import Screen, Term
 
@@ -192,7 +193,7 @@ def test_keys_typed_while_streaming_wait_in_the_next_input_line(
     assert count(term.screen, "w020") == 1
     term.send("\r")
     term.wait("Second answer.")
-    users = [m["content"] for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
+    users = [typed(m["content"]) for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["count", "hello typed ahead"]
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from cli.records.sessions import Session, SessionStore, conversation_turns
 from tests.conftest import MakeChat, RunCli
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, Stream, reply, tool_call
 
 CHAT = [
@@ -145,7 +146,7 @@ def test_chat_resume_without_a_name_reopens_this_directorys_chat_not_a_later_one
     finally:
         if child.isalive():
             child.kill(signal.SIGKILL)
-    users = [m["content"] for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
+    users = [typed(m["content"]) for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["the typo here", "and now?"]
 
 
@@ -173,7 +174,7 @@ def test_chat_resume_with_no_chat_in_this_directory_says_so_and_names_the_one_el
     finally:
         if child.isalive():
             child.kill(signal.SIGKILL)
-    users = [m["content"] for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
+    users = [typed(m["content"]) for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["hello"]  # nothing of the other directory's chat was sent
 
 

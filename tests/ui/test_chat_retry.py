@@ -13,17 +13,20 @@ import pexpect
 import pytest
 
 from tests.conftest import MakeChat
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 
 ENTER = "\r"
 
 
 def user_messages(ollama: FakeOllama, index: int = -1) -> list[str]:
-    return [m["content"] for m in ollama.chat_bodies[index]["messages"] if m["role"] == "user"]
+    return [
+        typed(m["content"]) for m in ollama.chat_bodies[index]["messages"] if m["role"] == "user"
+    ]
 
 
 def roles_and_contents(ollama: FakeOllama, index: int = -1) -> list[tuple[str, str]]:
-    return [(m["role"], m["content"]) for m in ollama.chat_bodies[index]["messages"][1:]]
+    return [(m["role"], typed(m["content"])) for m in ollama.chat_bodies[index]["messages"][1:]]
 
 
 # -- /retry ------------------------------------------------------------------------------
@@ -262,7 +265,7 @@ def test_edit_and_retry_in_a_terminal(terminal: pexpect.spawn, ollama: FakeOllam
     terminal.send("/exit\r")
     terminal.expect(pexpect.EOF)
     users = [
-        [m["content"] for m in body["messages"] if m["role"] == "user"]
+        [typed(m["content"]) for m in body["messages"] if m["role"] == "user"]
         for body in ollama.chat_bodies
     ]
     assert users == [
@@ -326,8 +329,8 @@ def test_retry_and_edit_keep_an_attached_image(
     sent = [[m for m in body["messages"] if m["role"] == "user"][-1] for body in ollama.chat_bodies]
     image = base64.b64encode(png).decode("ascii")
     assert [m.get("images") for m in sent] == [[image], [image], [image]]
-    assert sent[1]["content"] == 'what is @shot.png?\n\n<image path="shot.png" />'
-    assert sent[2]["content"] == 'what is @shot.png? exactly\n\n<image path="shot.png" />'
+    assert typed(sent[1]["content"]) == 'what is @shot.png?\n\n<image path="shot.png" />'
+    assert typed(sent[2]["content"]) == 'what is @shot.png? exactly\n\n<image path="shot.png" />'
 
 
 def test_diff_says_a_file_became_a_directory(

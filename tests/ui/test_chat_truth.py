@@ -24,6 +24,7 @@ from cli.records.sessions import conversation_turns
 from cli.ui.editor import ChatCompleter
 from cli.ui.repl import COMMANDS
 from tests.conftest import MakeChat
+from tests.fakes.context import typed as typed_part
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 from tests.fakes.vt import Term
 
@@ -132,7 +133,10 @@ def test_save_without_a_name_saves_this_session(
     assert chat.store.names() == ["2026-12-01_23-36-05"]  # not forked under a new name
     assert "saved as 2026-12-01_23-36-05" in chat.text
     session = chat.store.load("2026-12-01_23-36-05")
-    assert [m["content"] for m in session.messages if m["role"] == "user"] == ["first", "second"]
+    assert [typed_part(m["content"]) for m in session.messages if m["role"] == "user"] == [
+        "first",
+        "second",
+    ]
 
 
 # -- --json after Ctrl-C --------
@@ -225,7 +229,7 @@ def test_an_edit_known_to_fail_is_not_asked_and_the_model_gets_the_error(
     chat.run("change x" + ENTER, "q", "\x03")
     assert "waiting for confirmation" not in chat.text
     assert "the edit will fail" not in chat.text
-    result = json.loads(messages_sent(ollama)[-1]["content"])
+    result = json.loads(typed_part(messages_sent(ollama)[-1]["content"]))
     assert result["success"] is False and "2 places" in result["error"], result
     assert "I will give more context" in chat.text
     assert (workspace / "notes.md").read_text() == "x = 1\nx = 1\n"
@@ -240,7 +244,7 @@ def test_an_edit_of_a_file_never_read_is_not_asked(
     chat = make_chat()
     chat.run("change x" + ENTER, "q", "\x03")
     assert "waiting for confirmation" not in chat.text
-    result = json.loads(messages_sent(ollama)[-1]["content"])
+    result = json.loads(typed_part(messages_sent(ollama)[-1]["content"]))
     assert "was not read in this conversation" in result["error"], result
     assert (workspace / "notes.md").read_text() == "x = 1\n"
 
@@ -279,7 +283,7 @@ def test_an_at_word_that_names_no_file_is_sent_as_text(
     ollama.enqueue(reply("ok"))
     chat = make_chat()
     chat.run(message + ENTER)
-    assert messages_sent(ollama)[-1]["content"] == message
+    assert typed_part(messages_sent(ollama)[-1]["content"]) == message
     assert "not attached" not in chat.text and "not sent" not in chat.text
 
 
@@ -289,7 +293,7 @@ def test_an_at_path_that_looks_like_a_file_but_is_none_says_it_went_as_text(
     ollama.enqueue(reply("ok"))
     chat = make_chat()
     chat.run("read @notse.md" + ENTER)
-    assert messages_sent(ollama)[-1]["content"] == "read @notse.md"
+    assert typed_part(messages_sent(ollama)[-1]["content"]) == "read @notse.md"
     assert "@notse.md names no file: sent as text" in chat.text
 
 
@@ -318,7 +322,7 @@ def test_at_at_writes_a_literal_at_path(
     ollama.enqueue(reply("ok"))
     chat = make_chat()
     chat.run("the file is called @@notes.md, and the user is @@bob" + ENTER)
-    sent = messages_sent(ollama)[-1]["content"]
+    sent = typed_part(messages_sent(ollama)[-1]["content"])
     assert sent == "the file is called @notes.md, and the user is @bob"
     assert "attached" not in chat.text
 
@@ -331,7 +335,7 @@ def test_a_file_name_with_a_space_attaches(
     ollama.enqueue(reply("Milk."))
     chat = make_chat()
     chat.run(f"summarise {typed}, please" + ENTER)
-    content = messages_sent(ollama)[-1]["content"]
+    content = typed_part(messages_sent(ollama)[-1]["content"])
     assert content.startswith(f"summarise {typed}, please\n\n")
     assert '<file path="my notes.txt">\nbuy milk\n</file>' in content
     assert "📎 attached my notes.txt" in chat.text
@@ -391,7 +395,7 @@ def test_tab_completes_a_name_with_a_space_and_it_attaches(
         term.wait("summarise @my\\ notes.txt")
         term.send("\r")
         term.wait("You need milk.")
-        content = messages_sent(ollama)[-1]["content"]
+        content = typed_part(messages_sent(ollama)[-1]["content"])
         assert content.startswith("summarise @my\\ notes.txt")
         assert '<file path="my notes.txt">\nbuy milk\n</file>' in content
     finally:

@@ -13,6 +13,7 @@ from prompt_toolkit.document import Document
 
 from cli.ui.editor import ChatCompleter, open_block, strip_block
 from cli.ui.repl import COMMANDS
+from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, HttpError, reply, tool_call
 
 ENTER = "\r"
@@ -30,7 +31,7 @@ def test_history_reaches_the_model_on_the_next_turn(make_chat: Any, ollama: Fake
     chat = make_chat()
     assert chat.run("hello" + ENTER, "what did I say?" + ENTER) == 0
     sent = messages_sent(ollama)
-    assert [(m["role"], m["content"]) for m in sent[1:]] == [
+    assert [(m["role"], typed(m["content"])) for m in sent[1:]] == [
         ("user", "hello"),
         ("assistant", "Hi, I am here."),
         ("user", "what did I say?"),
@@ -59,7 +60,7 @@ def test_n_with_a_reason_does_not_write_and_tells_the_model(
     chat = make_chat()
     chat.run("write a.txt" + ENTER, "n", "use b.txt instead" + ENTER)
     assert not (workspace / "a.txt").exists()
-    result = json.loads(messages_sent(ollama)[-1]["content"])
+    result = json.loads(typed(messages_sent(ollama)[-1]["content"]))
     assert result["success"] is False
     assert "use b.txt instead" in result["error"]
 
@@ -95,13 +96,15 @@ def test_every_turn_is_saved_for_resume(make_chat: Any, ollama: FakeOllama) -> N
     chat.run("remember this" + ENTER)
     latest = chat.store.latest()
     assert latest is not None
-    assert [m["content"] for m in latest.messages if m["role"] == "user"] == ["remember this"]
+    assert [typed(m["content"]) for m in latest.messages if m["role"] == "user"] == [
+        "remember this"
+    ]
 
     ollama.enqueue(reply("I remember."))
     resumed = make_chat()
     resumed.session.load(None)
     resumed.run("what was it?" + ENTER)
-    assert [m["content"] for m in messages_sent(ollama) if m["role"] == "user"] == [
+    assert [typed(m["content"]) for m in messages_sent(ollama) if m["role"] == "user"] == [
         "remember this",
         "what was it?",
     ]
@@ -114,21 +117,21 @@ def test_triple_quote_block_is_one_message(make_chat: Any, ollama: FakeOllama) -
     ollama.enqueue(reply("ok"))
     chat = make_chat()
     chat.run('"""' + ENTER, "line one" + ENTER, "line two" + ENTER, '"""' + ENTER)
-    assert messages_sent(ollama)[-1]["content"] == "line one\nline two"
+    assert typed(messages_sent(ollama)[-1]["content"]) == "line one\nline two"
 
 
 def test_esc_enter_adds_a_line(make_chat: Any, ollama: FakeOllama) -> None:
     ollama.enqueue(reply("ok"))
     chat = make_chat()
     chat.run("first\x1b\rsecond" + ENTER)
-    assert messages_sent(ollama)[-1]["content"] == "first\nsecond"
+    assert typed(messages_sent(ollama)[-1]["content"]) == "first\nsecond"
 
 
 def test_ctrl_c_at_the_prompt_clears_the_line(make_chat: Any, ollama: FakeOllama) -> None:
     ollama.enqueue(reply("ok"))
     chat = make_chat()
     chat.run("never sent\x03", "sent" + ENTER)
-    assert [m["content"] for m in messages_sent(ollama) if m["role"] == "user"] == ["sent"]
+    assert [typed(m["content"]) for m in messages_sent(ollama) if m["role"] == "user"] == ["sent"]
 
 
 @pytest.mark.parametrize(
@@ -169,7 +172,7 @@ def test_at_path_attaches_the_file(make_chat: Any, ollama: FakeOllama, workspace
     ollama.enqueue(reply("You need milk."))
     chat = make_chat()
     chat.run("summarise @notes.md please" + ENTER)
-    content = messages_sent(ollama)[-1]["content"]
+    content = typed(messages_sent(ollama)[-1]["content"])
     assert content.startswith("summarise @notes.md please\n\n")
     assert '<file path="notes.md">\n# Notes\nbuy milk\n</file>' in content
 
@@ -193,7 +196,7 @@ def test_at_path_that_does_not_exist_is_sent_as_text_and_says_so(
     chat = make_chat()
     chat.run("read @missing.txt" + ENTER)
     assert "@missing.txt names no file: sent as text" in chat.text
-    assert messages_sent(ollama)[-1]["content"] == "read @missing.txt"
+    assert typed(messages_sent(ollama)[-1]["content"]) == "read @missing.txt"
 
 
 # -- slash commands --------

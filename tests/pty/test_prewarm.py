@@ -1,0 +1,122 @@
+"""agent.prewarm: `agent chat`, started in a pseudo-terminal against a fake server that counts
+what a server with a KV cache evaluates (tests/fakes/server_work.py), sends the prompt's fixed
+start while the user types, so that the first message evaluates no more than itself and the
+context block. With `agent.prewarm: false` the first message pays for the whole prompt."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.fakes.context import block_of
+from tests.fakes.fake_ollama import FakeOllama, reply
+from tests.fakes.fake_openai import Answer, FakeOpenAI
+from tests.fakes.server_work import ServerWork, tokenize
+
+pytestmark = pytest.mark.pty
+PROMPT = "›"
+MARKUP = 4  # the fake's markers around a user message, and a token where a prefix ends
+
+
+def _chat(workspace: Path, args: list[str], config: str) -> pexpect.spawn:
+    (workspace.parent / "chat.yaml").write_text(config)
+    env = {**os.environ, "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "cli", "chat", "-c", str(workspace.parent / "chat.yaml"), *args],
+        cwd=str(workspace),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(40, 110),
+    )
+    child.expect("metona-agent")
+    child.expect(PROMPT)
+    return child
+
+
+def _wait(condition: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the prewarm never reached the server"
+        time.sleep(0.05)
+
+
+@pytest.fixture(params=["native", "openai"])
+def server(
+    request: pytest.FixtureRequest, ollama: FakeOllama, openai: FakeOpenAI
+) -> tuple[FakeOllama | FakeOpenAI, list[str]]:
+    if request.param == "native":
+        ollama.server_work = ServerWork()
+        return ollama, ["--host", ollama.url]
+    openai.server_work = ServerWork()
+    return openai, ["--api", "openai", "--host", openai.url]
+
+
+def _answer(fake: FakeOllama | FakeOpenAI, text: str) -> None:
+    fake.enqueue(reply(text) if isinstance(fake, FakeOllama) else Answer(text))
+
+
+def _first_user_text(body: dict) -> str:  # type: ignore[type-arg]
+    first = next(m for m in body["messages"] if m["role"] == "user")
+    content = first["content"]
+    return content if isinstance(content, str) else content[0]["text"]
+
+
+def test_with_prewarm_the_first_message_evaluates_only_itself_and_the_context(
+    server: tuple[FakeOllama | FakeOpenAI, list[str]], workspace: Path
+) -> None:
+    fake, args = server
+    child = _chat(workspace, args, "agent: {prewarm: true}\n")
+    try:
+        _wait(lambda: len(fake.prewarm_bodies) == 1)  # sent while nobody has typed
+        _answer(fake, "Hello there.")
+        child.send("hello\r")
+        child.expect("Hello there.")
+        child.expect(PROMPT)
+    finally:
+        child.terminate(force=True)
+    (warm,) = fake.prewarm_bodies
+    (first,) = fake.chat_bodies
+    # The same start: system prompt, tools, and a first user message that is the block.
+    assert warm["messages"][0] == first["messages"][0]
+    assert warm.get("tools") == first.get("tools")
+    block = block_of(_first_user_text(first))
+    assert block and _first_user_text(warm).startswith(block.rstrip("\n"))
+    if isinstance(fake, FakeOllama):
+        assert warm["options"]["num_predict"] == 1 and warm["stream"] is False
+        assert warm["options"]["num_ctx"] == first["options"]["num_ctx"]  # no reload
+        assert warm["keep_alive"] == first["keep_alive"]
+    else:
+        assert warm["max_tokens"] == 1 and warm["stream"] is False
+    work = fake.server_work
+    assert work is not None and work.requests == 2
+    row = work.rows[-1]
+    assert not row.reloaded
+    assert row.evaluated <= len(tokenize(block)) + len(tokenize("hello")) + MARKUP
+    assert row.lcp > 10 * row.evaluated  # the system prompt and the tools were warm
+
+
+def test_without_prewarm_the_first_message_pays_for_the_whole_prompt(
+    server: tuple[FakeOllama | FakeOpenAI, list[str]], workspace: Path
+) -> None:
+    fake, args = server
+    child = _chat(workspace, args, "agent: {prewarm: false}\n")
+    try:
+        _answer(fake, "Hello there.")
+        child.send("hello\r")
+        child.expect("Hello there.")
+        child.expect(PROMPT)
+    finally:
+        child.terminate(force=True)
+    assert fake.prewarm_bodies == []
+    work = fake.server_work
+    assert work is not None and work.requests == 1
+    block = block_of(_first_user_text(fake.chat_bodies[0]))
+    assert work.rows[-1].evaluated > 10 * (len(tokenize(block)) + len(tokenize("hello")))
