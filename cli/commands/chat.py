@@ -143,8 +143,6 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
         if not _whole_tree_agreed(agent, console, keys):
             return 0
-        if config.agent.prewarm:  # while the user types the first message
-            agent.start_prewarm()
         renderer = ChatRenderer(
             console,
             cwd=agent.policy.cwd,
@@ -166,6 +164,8 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         )
         if resume:
             session.load(name)
+        if config.agent.prewarm:  # while the user types the first message
+            agent.start_prewarm(session.conversation)
         return session.run()
 
 

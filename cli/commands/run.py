@@ -113,9 +113,9 @@ def run(
         bool,
         typer.Option(
             "--prewarm",
-            help="Send the prompt's fixed start (system prompt, tools, context) to the server "
-            "as the agent starts, while MCP servers start and attachments are read "
-            "(agent.prewarm, which chat follows; see docs/context-and-servers.md).",
+            help="Send the prompt's fixed start (system prompt, our tools, context) to the "
+            "server as the run starts, while its MCP servers start (chat does it by default: "
+            "agent.prewarm; see docs/context-and-servers.md).",
         ),
     ] = False,
     verbose: Annotated[

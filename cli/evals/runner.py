@@ -6,7 +6,7 @@ Every run of a task starts from nothing, in one scratch directory per eval:
     SCRATCH/run/            the dir beside it (the task's `../name` files)
     SCRATCH/run/home/       HOME, with the agent's config, state and data dirs below it
 
-The project's path is the same for every task, so that the system prompt, which names it,
+The project's path is the same for every task, so that the context block, which names it,
 is the same too and the server's cached prefix holds from one task to the next. The agent
 is built as `agent run --yes` builds it, with no terminal: the task's policy (the built-in
 one with the task's keys over it), the user's `ollama:` and `agent:` settings (the task's

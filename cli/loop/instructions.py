@@ -1,4 +1,5 @@
-"""Project instructions: the AGENTS.md (else CLAUDE.md) files that shape the system prompt.
+"""Project instructions: the AGENTS.md (else CLAUDE.md) files that shape the prompt (the
+context block that leads the first user message, cli/loop/prompt.py).
 
 Which files, in prompt order (the nearest last, so that it wins where they disagree):
 - the personal one, `<config dir>/AGENTS.md` (~/.config/metona-agent/AGENTS.md);
@@ -86,12 +87,12 @@ class Instructions:
 
     files: tuple[str, ...] = ()  # absolute paths of the files used (even in part), prompt order
     labels: tuple[str, ...] = ()  # the same files as the section names them ("AGENTS.md", "~/…")
-    text: str = ""  # the section with its heading, for the system prompt; "" when no files
+    text: str = ""  # the section with its heading, for the context block; "" when no files
     notes: tuple[str, ...] = ()  # one line per file cut, left out or skipped, and why
     cut: bool = False  # some text did not fit the cap (agent.instructions_max_bytes)
 
     def section(self) -> str:
-        """The section for the system prompt, heading included ("" when no file was used)."""
+        """The section for the context block, heading included ("" when no file was used)."""
         return self.text
 
     def summary(self) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -58,7 +59,6 @@ def context_block(where: Surroundings, instructions: str = "") -> str:
     only it and the messages are evaluated anew in another directory or on another day
     (docs/context-and-servers.md says which templates keep that order)."""
     lines = [
-        CONTEXT_OPEN,
         f"Working directory: {where.cwd} (relative paths are resolved against it)",
         f"Allowed directories (you may change files only inside these): "
         f"{', '.join(where.allowed_dirs) or 'none'}",
@@ -67,8 +67,17 @@ def context_block(where: Surroundings, instructions: str = "") -> str:
     ]
     if instructions.strip():
         lines += ["", instructions.strip()]
-    lines.append(CONTEXT_CLOSE)
-    return "\n".join(lines)
+    return f"{CONTEXT_OPEN}\n{_defused(chr(10).join(lines))}\n{CONTEXT_CLOSE}"
+
+
+_MARKER = re.compile(r"<(/?)(context)", re.IGNORECASE)
+
+
+def _defused(text: str) -> str:
+    """`text` with no line of it able to end the block early or open another: an AGENTS.md
+    (or a directory's name) that writes `</context>` and then words of its own would make
+    them read as the user's. `<context`, `</context` become `<\\context`, `</\\context`."""
+    return _MARKER.sub(lambda m: f"<{m.group(1)}\\{m.group(2)}", text)
 
 
 def with_context(block: str, content: str) -> str:

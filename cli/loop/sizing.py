@@ -131,13 +131,14 @@ def _holds(limits: ContextLimits, context: int, need: int | None) -> bool:
 
 def unfit_message(size: int, chars: int, fixed_cost: int, limits: ContextLimits, model: str) -> str:
     """The one line that refuses a message of about `size` tokens (`chars` characters) that
-    cannot fit, with `fixed_cost` tokens of system prompt and tool definitions, whatever
-    older history is left out."""
+    cannot fit, with `fixed_cost` tokens of system prompt, tool definitions and context block,
+    whatever older history is left out."""
     what, fix = context_advice(limits, model, size + fixed_cost)
     return (
         f"the message is about {_tokens(size)} tokens ({_tokens(chars)} characters): with the "
-        f"system prompt and tool definitions (about {_tokens(fixed_cost)} tokens) it cannot fit "
-        f"{what}, whatever older history is left out, so it was not sent: {fix}, or send less"
+        f"system prompt, tool definitions and context (about {_tokens(fixed_cost)} tokens) it "
+        f"cannot fit {what}, whatever older history is left out, so it was not sent: {fix}, "
+        "or send less"
     )
 
 

@@ -167,6 +167,7 @@ class FakeOllama:
     server_work: ServerWork | None = None
     # When set, a prewarm is answered with this error (it is still recorded).
     prewarm_error: HttpError | None = None
+    prewarm_delay: float = 0.0  # seconds a prewarm waits before it is answered
 
     def __post_init__(self) -> None:
         self._script: deque[Stream | HttpError] = deque()
@@ -347,6 +348,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.served_chat = True
             if self.fake.follow_loads:
                 self.fake.load(str(model), body.get("options", {}).get("num_ctx"))
+            if is_prewarm(body) and self.fake.prewarm_delay:
+                time.sleep(self.fake.prewarm_delay)
             if is_prewarm(body) and self.fake.prewarm_error is not None:
                 self._json(self.fake.prewarm_error.status, {"error": self.fake.prewarm_error.error})
                 return

@@ -13,8 +13,12 @@ import pytest
 
 from cli.backends.messages import ChatRequest
 from cli.errors import AgentError, ContextTooLong
-from tests.conftest import MakeAgent
+from cli.loop.agent import ASK_AGAIN
+from cli.loop.events import Notice
+from tests.conftest import MakeAgent, RunCli
 from tests.fakes.fake_ollama import FakeOllama, HttpError, Stream, context_error, reply, tool_call
+from tests.fakes.fake_openai import Answer, FakeOpenAI
+from tests.fakes.fake_openai import HttpError as OpenAIHttpError
 
 BIG = "".join(f"line {i}: some value\n" for i in range(400))
 CALL = {"name": "read_file", "arguments": {"path": "a.txt"}}
@@ -126,3 +130,43 @@ def _turn() -> Any:
     from cli.loop.agent import _Turn
 
     return _Turn()
+
+
+def test_asked_again_after_labelled_results_no_two_user_messages_follow_each_other(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(reply(f"<tool_call>{json.dumps(CALL)}</tool_call>"), reply(""), reply("a"))
+    make_agent("agent: {tool_mode: prompt}\n").run("read a.txt")
+    again = ollama.chat_bodies[-1]["messages"]
+    roles = [m["role"] for m in again]
+    assert all(not (a == b == "user") for a, b in itertools.pairwise(roles)), roles
+    assert again[-1]["content"].startswith("[tool result of read_file]")
+    assert again[-1]["content"].endswith(ASK_AGAIN)
+
+
+def test_a_wrap_up_answered_with_a_call_says_there_is_no_summary(
+    make_agent: MakeAgent, ollama: FakeOllama, workspace: Path
+) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    ollama.enqueue(_read("a.txt"), _read("a.txt"), _read("a.txt"))
+    events = make_agent("agent: {max_steps: 2}\n").run("read a.txt")
+    said = [e.text for e in events if isinstance(e, Notice)]
+    assert "no summary: the model called a tool instead of summing up" in said
+    assert events[-1].stop_reason == "max_steps"
+
+
+def test_a_fixed_context_server_is_not_sent_the_same_bytes_again(
+    run_cli: RunCli, openai: FakeOpenAI
+) -> None:
+    """LM Studio's refusal says the context it runs with and /models says nothing: the retry
+    could differ only in num_ctx, which such a server is never sent."""
+    too_long = (
+        "Trying to keep the first tokens when context the overflows. However, the model is "
+        "loaded with context length of only 4096 tokens, which is not enough."
+    )
+    openai.enqueue(OpenAIHttpError(400, too_long), OpenAIHttpError(400, too_long), Answer("never"))
+    r = run_cli("run", "--api", "openai", "--host", openai.url, "hi " * 1200)
+    assert r.code == 1
+    bodies = openai.chat_bodies
+    assert all(a != b for a, b in itertools.pairwise(bodies)), len(bodies)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.loop.events import Notice
 from cli.wiring import Choices
-from tests.conftest import RunCli
+from tests.conftest import MakeAgent, RunCli
 from tests.conftest import harness as make_harness
 from tests.fakes.context import block_of
 from tests.fakes.fake_ollama import FakeOllama, HttpError, reply
@@ -73,3 +74,77 @@ def test_an_openai_compatible_server_is_asked_for_as_little_as_it_takes(
         assert "max_tokens" not in warm
     (first,) = openai.chat_bodies
     assert warm["messages"][0] == first["messages"][0] and warm["tools"] == first["tools"]
+
+
+def test_a_resumed_chat_is_prewarmed_at_the_size_its_first_request_takes(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
+    """The prewarm is sized for the history the first request carries: Ollama keeps the
+    model loaded as it is (a reload would lose what the prewarm put in its cache)."""
+    ollama.server_work = work = ServerWork()
+    ollama.enqueue(reply("ok"))
+    harness = make_agent()
+    for i in range(20):
+        harness.conversation += [
+            {"role": "user", "content": f"q{i} " + "lorem ipsum " * 300},
+            {"role": "assistant", "content": "a " * 200},
+        ]
+    harness.agent.start_prewarm(harness.conversation)
+    harness.run("go on")
+    (warm,) = ollama.prewarm_bodies
+    (first,) = ollama.chat_bodies
+    assert warm["options"]["num_ctx"] == first["options"]["num_ctx"] > 8192
+    assert not work.rows[-1].reloaded
+
+
+def test_a_first_message_larger_than_the_prewarm_takes_its_own_size_not_the_most(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
+    """The prewarm's size is not held as the session's: a first message that needs more gets
+    the size it needs, as it would without a prewarm, not the ceiling."""
+    sizes = []
+    for prewarm in (True, False):
+        ollama.requests.clear()
+        ollama.enqueue(reply("ok"))
+        harness = make_agent()
+        if prewarm:
+            harness.agent.start_prewarm()
+        harness.run("word " * 6000)
+        sizes.append(ollama.chat_bodies[0]["options"]["num_ctx"])
+    assert sizes[0] == sizes[1] < 32768
+
+
+def test_a_stalled_prewarm_is_waited_for_a_bounded_time(
+    make_agent: MakeAgent, ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cli.loop.agent as agent_module
+
+    monkeypatch.setattr(agent_module, "PREWARM_WAIT", 0.2)
+    ollama.prewarm_delay = 3.0
+    ollama.enqueue(reply("ok"))
+    harness = make_agent()
+    harness.agent.start_prewarm()
+    events = harness.run("hi")
+    assert events[-1].answer == "ok"
+    said = [e.text for e in events if isinstance(e, Notice) and e.detail]
+    assert any("prewarm: not done after" in text for text in said)
+
+
+def test_a_count_of_only_the_uncached_tokens_after_a_prewarm_does_not_shrink_the_estimate(
+    make_agent: MakeAgent, ollama: FakeOllama
+) -> None:
+    """Some servers count only what followed the cached prefix: the first request after a
+    prewarm says nothing of the whole, and the estimate is corrected only upwards from it."""
+    factors = []
+    for prewarm in (False, True):
+        ollama.server_work = work = ServerWork()
+        ollama.prompt_tokens = lambda body, work=work: work.rows[-1].evaluated
+        ollama.enqueue(reply("ok"))
+        harness = make_agent()
+        if prewarm:
+            harness.agent.start_prewarm()
+        harness.run("please look at the project and tell me what it does")
+        factors.append(harness.agent.calibration.factor("qwen3:8b"))
+    without, warm = factors
+    assert without > 1.0  # a whole count: learnt
+    assert warm >= 1.0  # a count of what followed the warm prefix: not taken for the whole
