@@ -72,15 +72,18 @@ def environment(root: Path) -> dict[str, str]:
 
 def config(root: Path, *, aids: str = "on") -> Path:
     """Non-streaming (the server cannot stream tool calls with tool_choice auto), a context
-    cap that matches the server's n_ctx, few steps (the model repeats itself). `aids`:
-    agent.aids, the default unless a task needs the model's habits without them."""
+    cap that matches the server's n_ctx, few steps (the model repeats itself), answers of at
+    most 384 tokens (at temperature 0 the model may write one answer until its context is
+    full: 6,000 tokens, three minutes on 2 cores, seen after the context block moved to the
+    first user message; cut, it ends as `length`, a clean end). `aids`: agent.aids, the
+    default unless a task needs the model's habits without them."""
     path = root / f"agent-aids-{aids}.yaml"
     path.write_text(
         "ollama:\n"
         "  api: openai\n"
         "  stream: false\n"
         "  max_num_ctx: 4096\n"
-        "  options: {temperature: 0}\n"
+        "  options: {temperature: 0, num_predict: 384}\n"
         "agent:\n"
         "  max_steps: 3\n"
         f"  aids: {aids}\n"
@@ -131,7 +134,7 @@ def mechanics(check: Check, code: int, data: dict[str, Any] | None, stderr: str)
     stats = data.get("stats") or {}
     check.that(any(isinstance(v, (int, float)) and v > 0 for v in stats.values()), "empty stats")
     check.that(
-        data.get("stop_reason") in ("answer", "max_steps", "repeating"),
+        data.get("stop_reason") in ("answer", "max_steps", "repeating", "length"),
         f"stop_reason {data.get('stop_reason')}",
     )
     for call in calls:
@@ -189,7 +192,19 @@ def task_repeat(base_url: str, root: Path) -> Check:
     calls = mechanics(check, code, data, stderr)
     repeated = [c for c in calls if c.get("rule") == "repeated"]
     stopped = (data or {}).get("stop_reason") == "repeating"
-    check.that(bool(repeated) or stopped, "no repeated call was refused as a repeat")
+    # The guard refuses the third of the same refused call (cli/loop/guards.py REFUSE_AFTER):
+    # where the model never made one three times, it had nothing to refuse, which says
+    # something of the model's habits that day, not of the guard (seen: two identical calls,
+    # then a call cut at num_predict).
+    same: dict[str, int] = {}
+    for call in calls:
+        if call.get("decision") == "deny" or not (call.get("result") or {}).get("success"):
+            key = json.dumps([call.get("name"), call.get("arguments")], sort_keys=True)
+            same[key] = same.get(key, 0) + 1
+    if max(same.values(), default=0) > 2:
+        check.that(bool(repeated) or stopped, "no repeated call was refused as a repeat")
+    elif not repeated:
+        check.notes.append("the model made no refused call three times: nothing to refuse")
     for call in repeated:
         error = str((call.get("result") or {}).get("error", ""))
         said = "this exact call already failed or was refused"  # cli/loop/guards.py's words
