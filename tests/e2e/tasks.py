@@ -225,10 +225,16 @@ def task_wrap_up(base_url: str, root: Path) -> Check:
     prompt = "list the files here, then read every one of them"
     code, data, stderr = run_agent(base_url, root, ws, prompt, "--max-steps", "2")
     mechanics(check, code, data, stderr)
+    answer = str((data or {}).get("answer", ""))
+    if (data or {}).get("stop_reason") in ("answer", "length"):
+        # The model stopped calling tools before the limit (its second answer was text):
+        # there was no step limit to wrap up at, which says something of the model's
+        # habits that day, not of the wrap-up.
+        check.notes.append(f"the model answered before the step limit: {answer[:70]!r}")
+        return check
     check.that(code == 3, f"exit {code} at the step limit (expected 3)")
     check.that((data or {}).get("stop_reason") == "max_steps", "stop_reason is not max_steps")
     check.that("asking the model to sum up" in stderr, "no report was asked for")
-    answer = str((data or {}).get("answer", ""))
     check.that(bool(answer.strip()), "the report is empty")
     check.notes.append(f"report: {answer[:70]!r}")
     return check
