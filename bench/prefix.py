@@ -18,7 +18,6 @@ Counts, not times: one run each, the same with --quick."""
 from __future__ import annotations
 
 import functools
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from bench.context import AGENT, Bench, child_env
 from bench.measure import spawn
 from bench.report import SERVER_WORK
 from bench.result import Result, skipped
+from tests.fakes.context import AHEAD, BEHIND, block_of, first_user_text
 from tests.fakes.fake_ollama import FakeOllama, reply
 from tests.fakes.fake_openai import Answer, FakeOpenAI
 from tests.fakes.server_work import ServerWork, tokenize
@@ -36,8 +36,6 @@ from tests.fakes.server_work import ServerWork, tokenize
 MODEL = "qwen3:8b"
 CROSS_TARGET = 1.25  # evaluated / (context block + message)
 PREWARM_TARGET = 0.25  # chat's first message with prewarm / without
-BEHIND, AHEAD = "Etc/GMT+12", "Etc/GMT-14"
-_BLOCK = re.compile(r"\A<context>\n.*?\n</context>\n\n", re.DOTALL)
 PROTOCOLS = ("ollama", "openai")
 CASES = {
     "other_dir": "another directory",
@@ -95,12 +93,6 @@ def _answer(server: FakeOllama | FakeOpenAI, text: str) -> None:
     server.enqueue(reply(text) if isinstance(server, FakeOllama) else Answer(text))
 
 
-def _first_user(body: dict[str, Any]) -> str:
-    first = next(m for m in body["messages"] if m["role"] == "user")
-    content = first["content"]
-    return content if isinstance(content, str) else str(content[0]["text"])
-
-
 def _fresh(b: Bench, name: str, config: dict[str, Any]) -> Path:
     home = b.dir(name)
     config_dir = home / ".config" / "metona-agent"
@@ -131,11 +123,11 @@ def _cross(b: Bench, protocol: str, case: str) -> tuple[float, float, dict[str, 
     finally:
         server.stop()
     body = server.chat_bodies[-1]
-    text = _first_user(body)
-    block = _BLOCK.match(text)
-    if block is None:
+    text = first_user_text(body)
+    block = block_of(text)
+    if not block:
         raise RuntimeError("the request's first user message has no context block")
-    expected = len(tokenize(block.group(0))) + len(tokenize(text[block.end() :]))
+    expected = len(tokenize(block)) + len(tokenize(text[len(block) :]))
     row = work.rows[-1]
     detail = {
         "requests": work.requests,

@@ -224,9 +224,7 @@ class OpenAIClient:
         except BackendError:
             return False
         entry = next((e for e in entries if e.get("id") == model), None)
-        return entry is not None and (
-            entry.get("owned_by") == "llamacpp" or isinstance(entry.get("meta"), dict)
-        )
+        return entry is not None and _llama_server_entry(entry)
 
     def constrains_replies(self) -> bool:
         """Whether to send `response_format` with a JSON schema (implements
@@ -514,10 +512,9 @@ class OpenAIClient:
                 return int(entry[key]), True
         model = str(entry.get("id"))
         trained: Any = next((entry[k] for k in _TRAINED_KEYS if positive(entry.get(k))), None)
-        meta = entry.get("meta")
-        if isinstance(meta, dict) or entry.get("owned_by") == "llamacpp":
+        if _llama_server_entry(entry):
             served = self._llama_server_n_ctx(model)
-            trained = as_dict(meta).get("n_ctx_train")
+            trained = as_dict(entry.get("meta")).get("n_ctx_train")
         elif entry.get("owned_by") == _LM_STUDIO_OWNER:
             served, trained = self._lm_studio_contexts().get(model, (None, trained))
         else:
@@ -700,6 +697,11 @@ class OpenAIClient:
             f"the server at {self._base} sent nothing for {self._timeout:g} s "
             "(ollama.timeout); the model may still be loading: try again or raise ollama.timeout"
         )
+
+
+def _llama_server_entry(entry: Mapping[str, Any]) -> bool:
+    """A /models entry as llama.cpp's own server writes it (its `meta`, or owned_by)."""
+    return isinstance(entry.get("meta"), dict) or entry.get("owned_by") == "llamacpp"
 
 
 def _response_format(style: str, schema: Mapping[str, Any]) -> dict[str, Any]:

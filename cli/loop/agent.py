@@ -471,9 +471,7 @@ class Agent:
         with wherever it fits; one that needs more makes Ollama load it again)."""
         info = self.model_info()
         mode = self.tool_mode(info)
-        names = self.offered_tools() if mode != "off" else []
-        definitions = [self.box()[name].definition() for name in names]
-        request_tools = definitions if mode == "native" else []
+        request_tools = self._request_tools(info)
         system: Message = {"role": "system", "content": self.system_prompt(mode)}
         messages = self._placed([system, {"role": "user", "content": ""}])
         sent = tools_cost_of(request_tools) + sum(message_tokens(m) for m in messages)
@@ -1316,8 +1314,7 @@ class Agent:
     def _prefix_change(self, request: ChatRequest) -> str:
         """Where `request` stops repeating the last one, when it does and no compaction
         said so: the server evaluates everything after that point again (-v says it)."""
-        # A server whose context is fixed takes no num_ctx (the client does not send it).
-        num_ctx = None if self.model_info().fixed_context else request.options.get("num_ctx")
+        num_ctx = self._as_sent(request).options.get("num_ctx")
         sent = (request.model, num_ctx, list(request.tools or []), list(request.messages))
         last, self._sent = self._sent, sent
         compacting, self._compacting = self._compacting, False

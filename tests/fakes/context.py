@@ -15,6 +15,19 @@ def typed(content: Any) -> Any:
     return _BLOCK.sub("", content, count=1) if isinstance(content, str) else content
 
 
+# Two time zones 26 hours apart: the same instant is on two different dates, so two runs
+# made one in each are on two days (a fixed clock, without a seam in the agent).
+BEHIND, AHEAD = "Etc/GMT+12", "Etc/GMT-14"
+
+
+def first_user_text(body: dict[str, Any]) -> str:
+    """The text of a chat request's first user message (Ollama's string, or the first text
+    part of an OpenAI-compatible message)."""
+    first = next(m for m in body["messages"] if m["role"] == "user")
+    content = first["content"]
+    return content if isinstance(content, str) else str(content[0]["text"])
+
+
 def block_of(content: str) -> str:
     """The context block leading `content` ("" when none does)."""
     found = _BLOCK.match(content)

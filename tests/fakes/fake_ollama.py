@@ -348,16 +348,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.served_chat = True
             if self.fake.follow_loads:
                 self.fake.load(str(model), body.get("options", {}).get("num_ctx"))
-            if is_prewarm(body) and self.fake.prewarm_delay:
-                time.sleep(self.fake.prewarm_delay)
-            if is_prewarm(body) and self.fake.prewarm_error is not None:
-                self._json(self.fake.prewarm_error.status, {"error": self.fake.prewarm_error.error})
-                return
             if is_prewarm(body):
-                if self.fake.server_work is not None:
-                    self.fake.server_work.observe(body)
-                done = {"role": "assistant", "content": ""}
-                self._json(200, {"model": model, "message": done, "done": True})
+                self._prewarm(body, model)
                 return
             response = self.fake.next_response()
             if self.fake.server_work is not None and isinstance(response, Stream):
@@ -365,6 +357,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._chat(response, body)
         else:
             self._json(404, {"error": "not found"})
+
+    def _prewarm(self, body: Any, model: object) -> None:
+        """A prewarm: answered at once (after `prewarm_delay`), never from the script."""
+        time.sleep(self.fake.prewarm_delay)
+        error = self.fake.prewarm_error
+        if error is not None:
+            self._json(error.status, {"error": error.error})
+            return
+        if self.fake.server_work is not None:
+            self.fake.server_work.observe(body)
+        done = {"role": "assistant", "content": ""}
+        self._json(200, {"model": model, "message": done, "done": True})
 
     def _chat(self, response: Stream | HttpError, body: Any = None) -> None:
         if response.header_delay:

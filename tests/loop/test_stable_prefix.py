@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import RunCli
-from tests.fakes.context import block_of, typed
+from tests.fakes.context import AHEAD, BEHIND, block_of, first_user_text, typed
 from tests.fakes.fake_ollama import FakeOllama, reply
 from tests.fakes.fake_openai import Answer, FakeOpenAI
 from tests.fakes.server_work import ServerWork, render_tools, tokenize
@@ -31,8 +31,6 @@ MCP_SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
 # The markup around a user message the fake renders (role, field and end markers), and one
 # token of slack where the common prefix ends inside a word.
 MARKUP = 4
-# Two time zones 26 hours apart: the same instant is always on two different dates.
-BEHIND, AHEAD = "Etc/GMT+12", "Etc/GMT-14"
 
 
 @dataclass
@@ -91,10 +89,7 @@ def _project(tmp_path: Path, name: str, agents_md: str = "") -> Path:
 
 def _bound(served: Served, prompt: str, more_tools: list[dict[str, Any]] = ()) -> int:  # type: ignore[assignment]
     """What the last request may cost: its context block, the user's words, the markup."""
-    body = served.fake.chat_bodies[-1]
-    first_user = next(m for m in body["messages"] if m["role"] == "user")
-    content = first_user["content"]
-    text = content if isinstance(content, str) else content[0]["text"]
+    text = first_user_text(served.fake.chat_bodies[-1])
     assert typed(text) == prompt
     extra = len(render_tools(more_tools)) if more_tools else 0
     return len(tokenize(block_of(text))) + len(tokenize(prompt)) + MARKUP + extra

@@ -14,7 +14,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.fakes.context import block_of
+from tests.fakes.context import block_of, first_user_text
 from tests.fakes.fake_ollama import FakeOllama, reply
 from tests.fakes.fake_openai import Answer, FakeOpenAI
 from tests.fakes.server_work import ServerWork, tokenize
@@ -59,36 +59,37 @@ def server(
     return openai, ["--api", "openai", "--host", openai.url]
 
 
-def _answer(fake: FakeOllama | FakeOpenAI, text: str) -> None:
-    fake.enqueue(reply(text) if isinstance(fake, FakeOllama) else Answer(text))
-
-
-def _first_user_text(body: dict) -> str:  # type: ignore[type-arg]
-    first = next(m for m in body["messages"] if m["role"] == "user")
-    content = first["content"]
-    return content if isinstance(content, str) else content[0]["text"]
+def _say_hello(
+    workspace: Path, fake: FakeOllama | FakeOpenAI, args: list[str], *, prewarm: bool
+) -> None:
+    """`agent chat` with agent.prewarm on or off: once its prewarm (if any) reached the
+    server, one message, "hello", and its answer; then the chat is ended."""
+    child = _chat(workspace, args, f"agent: {{prewarm: {str(prewarm).lower()}}}\n")
+    try:
+        if prewarm:
+            _wait(lambda: len(fake.prewarm_bodies) == 1)  # sent while nobody has typed
+        fake.enqueue(
+            reply("Hello there.") if isinstance(fake, FakeOllama) else Answer("Hello there.")
+        )
+        child.send("hello\r")
+        child.expect("Hello there.")
+        child.expect(PROMPT)
+    finally:
+        child.terminate(force=True)
 
 
 def test_with_prewarm_the_first_message_evaluates_only_itself_and_the_context(
     server: tuple[FakeOllama | FakeOpenAI, list[str]], workspace: Path
 ) -> None:
     fake, args = server
-    child = _chat(workspace, args, "agent: {prewarm: true}\n")
-    try:
-        _wait(lambda: len(fake.prewarm_bodies) == 1)  # sent while nobody has typed
-        _answer(fake, "Hello there.")
-        child.send("hello\r")
-        child.expect("Hello there.")
-        child.expect(PROMPT)
-    finally:
-        child.terminate(force=True)
+    _say_hello(workspace, fake, args, prewarm=True)
     (warm,) = fake.prewarm_bodies
     (first,) = fake.chat_bodies
     # The same start: system prompt, tools, and a first user message that is the block.
     assert warm["messages"][0] == first["messages"][0]
     assert warm.get("tools") == first.get("tools")
-    block = block_of(_first_user_text(first))
-    assert block and _first_user_text(warm).startswith(block.rstrip("\n"))
+    block = block_of(first_user_text(first))
+    assert block and first_user_text(warm).startswith(block.rstrip("\n"))
     if isinstance(fake, FakeOllama):
         assert warm["options"]["num_predict"] == 1 and warm["stream"] is False
         assert warm["options"]["num_ctx"] == first["options"]["num_ctx"]  # no reload
@@ -107,16 +108,9 @@ def test_without_prewarm_the_first_message_pays_for_the_whole_prompt(
     server: tuple[FakeOllama | FakeOpenAI, list[str]], workspace: Path
 ) -> None:
     fake, args = server
-    child = _chat(workspace, args, "agent: {prewarm: false}\n")
-    try:
-        _answer(fake, "Hello there.")
-        child.send("hello\r")
-        child.expect("Hello there.")
-        child.expect(PROMPT)
-    finally:
-        child.terminate(force=True)
+    _say_hello(workspace, fake, args, prewarm=False)
     assert fake.prewarm_bodies == []
     work = fake.server_work
     assert work is not None and work.requests == 1
-    block = block_of(_first_user_text(fake.chat_bodies[0]))
+    block = block_of(first_user_text(fake.chat_bodies[0]))
     assert work.rows[-1].evaluated > 10 * (len(tokenize(block)) + len(tokenize("hello")))
