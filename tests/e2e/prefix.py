@@ -16,11 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import server_work
+import server_work  # puts the repository on sys.path: tests.fakes
 import tasks
 
+from tests.fakes.context import AHEAD, BEHIND
+
 SLACK = 8  # tokens beyond the first user message: the generation prompt, a split token
-BEHIND, AHEAD = "Etc/GMT+12", "Etc/GMT-14"
 PROMPT = "what is in notes.txt?"
 # (case, directory, AGENTS.md text or "", time zone)
 RUNS = (
