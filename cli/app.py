@@ -113,6 +113,7 @@ COMMANDS = {
     "audit": "audit",
     "sessions": "sessions",
     "mcp": "mcp",
+    "policy": "policy",
     "config": "config",
 }
 
@@ -147,7 +148,7 @@ def main() -> None:
 # commands in a POSIX sandbox, or is built by cli.wiring, which imports the change store and
 # the tools (`models` too, though it only asks the server): WSL2 until then.
 WINDOWS_READY = frozenset({"config", "config path", "init"})
-_GROUPS = frozenset({"sessions", "audit", "mcp", "config"})  # commands with subcommands
+_GROUPS = frozenset({"sessions", "audit", "mcp", "policy", "config"})  # commands with subcommands
 
 
 def windows_refusal(argv: Sequence[str]) -> str | None:

@@ -29,6 +29,7 @@ from cli.errors import UsageError
 from cli.journal.changes import ChangeStore
 from cli.loop.agent import Agent, AgentSettings
 from cli.loop.approval import Approver
+from cli.loop.hooks import Hooks
 from cli.loop.instructions import Instructions, load_instructions
 from cli.loop.prompt import Surroundings
 from cli.safety.policy import Policy
@@ -53,6 +54,7 @@ class Choices:
     mcp_config: str | None = None  # --mcp-config: a {"mcpServers": …} JSON file for this session
     # -v: where the MCP servers' stderr goes too (server, bytes); otherwise only to their logs
     mcp_stderr: Callable[[str, bytes], None] | None = None
+    plan: bool = False  # --plan: only the tools that change nothing (Agent.plan_mode)
 
 
 def load(choices: Choices, environ: Mapping[str, str]) -> Config:
@@ -111,6 +113,9 @@ def build_agent(
     )
     agent = Agent(client, policy, approver(policy), context, settings, surroundings)
     agent.instructions = instructions
+    agent.plan_mode = choices.plan
+    if config.hooks.pre_tool or config.hooks.post_tool or config.hooks.stop:
+        agent.hooks = Hooks(config.hooks, policy.cwd, environ)
     agent.mcp = start_mcp(choices, config, environ, policy, sandbox_spec(config, policy, home))
     return agent
 

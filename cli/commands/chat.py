@@ -56,6 +56,14 @@ def chat(
             "is left out.",
         ),
     ] = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="Start in plan mode: only the tools that change nothing are offered, and the "
+            "model is asked for a plan (/go leaves it, /plan toggles it).",
+        ),
+    ] = False,
     name: Annotated[
         str | None,
         typer.Argument(
@@ -79,6 +87,7 @@ def chat(
         api=api,
         instructions=False if no_instructions else None,
         mcp_config=mcp_config,
+        plan=plan,
     )
     code = _chat(terminal, choices, resume, name)
     raise typer.Exit(code)
@@ -126,12 +135,15 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         console.print(
             f"[bold]metona-agent[/] · {escape(sanitize(settings.model))} · "
             f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
+            f"{'[bold cyan]plan[/] · ' if agent.plan_mode else ''}"
             f"tools {'on' if agent.tools_on() else 'off'} · "
             f"confirm: {escape(agent.policy.config.confirm)} · "
             f"think {think_state(agent.think) if info.supports_thinking else 'off'}"
             " [dim]· /help[/]",
             highlight=False,
         )
+        if agent.plan_mode:
+            console.print(f"[cyan]{escape(PLAN_ON)}[/]", highlight=False)
         if agent.policy.config.confirm == "none":  # nothing but deletes is asked: said apart
             console.print(f"[yellow]{escape(CONFIRM_NONE)}[/]", highlight=False)
         if info.note:  # what the backend had to assume about the model, said once
@@ -141,6 +153,14 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
         for note in agent.instructions.notes:
             console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
+        from cli.config.settings import config_dir
+        from cli.loop.custom_commands import Seen, load_commands, project_hooks
+
+        catalogue = load_commands(
+            agent.policy.cwd, str(config_dir(terminal.environ)), agent.policy.hides
+        )
+        for line in [*project_hooks(agent.policy.cwd), *catalogue.notes]:
+            console.print(f"[yellow]note:[/] {escape(sanitize(line))}", highlight=False)
         if not _whole_tree_agreed(agent, console, keys):
             return 0
         renderer = ChatRenderer(
@@ -161,6 +181,8 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
             history_file=state_dir(terminal.environ) / "history",
             audit_log=session_log(terminal.environ, agent.policy.cwd),
             max_sessions=config.agent.max_sessions,
+            catalogue=catalogue,
+            seen=Seen(state_dir(terminal.environ) / "commands-seen"),
         )
         if resume:
             session.load(name)
@@ -169,6 +191,10 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         return session.run()
 
 
+PLAN_ON = (
+    "plan mode: only the tools that change nothing are offered; /go leaves it (the plan stays "
+    "in the conversation)"
+)
 CONFIRM_NONE = (
     "confirm: none — writes, edits and moves run without asking; deletes still ask "
     "(/tools lists each tool)"

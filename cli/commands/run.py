@@ -51,9 +51,15 @@ commands = typer.Typer()
     "3 step limit reached, answer cut short or empty, 130 interrupted.",
 )
 def run(
+    ctx: typer.Context,
     prompt: Annotated[
-        str, typer.Argument(metavar="PROMPT", help="What to ask; '-' reads it from stdin.")
-    ],
+        list[str] | None,
+        typer.Argument(
+            metavar="PROMPT",
+            help="What to ask; '-' reads it from stdin. With --command: the command's arguments.",
+            show_default=False,
+        ),
+    ] = None,
     model: ModelOpt = None,
     host: HostOpt = None,
     config: ConfigOpt = None,
@@ -118,6 +124,23 @@ def run(
             "agent.prewarm; see docs/context-and-servers.md).",
         ),
     ] = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help="Plan mode: offer only the tools that change nothing (read_file, "
+            "list_directory, search_files, git_status, git_diff) and ask for a plan.",
+        ),
+    ] = False,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--command",
+            metavar="NAME",
+            help="Send the command NAME.md of the project's .metona/commands/ (or "
+            "~/.config/metona-agent/commands/), with the PROMPT words as its arguments.",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -130,6 +153,11 @@ def run(
 ) -> None:
     from cli.wiring import Choices
 
+    words = prompt or []
+    if command is None and not words:
+        ctx.fail("Missing argument 'PROMPT'.")
+    if command is None and len(words) > 1:
+        ctx.fail(f"Got unexpected extra argument(s) ({' '.join(words[1:])})")
     terminal = Terminal.from_process()
     thinking = think_choice(think, think_level)
     choices = Choices(
@@ -142,17 +170,19 @@ def run(
         instructions=False if no_instructions else None,
         mcp_config=mcp_config,
         mcp_stderr=_server_stderr(terminal.stderr) if verbose else None,
+        plan=plan,
     )
     output = output_choice(output_format, as_json)
     code = _run(
         terminal,
-        prompt,
+        words[0] if command is None else "",
         yes,
         output,
         choices,
         verbose=verbose,
         images=attach or [],
         prewarm=prewarm,
+        command=(command, words) if command is not None else None,
     )
     raise typer.Exit(code)
 
@@ -183,6 +213,7 @@ def _run(
     verbose: bool = False,
     images: Sequence[str] = (),
     prewarm: bool = False,
+    command: tuple[str, Sequence[str]] | None = None,
 ) -> ExitStatus:
     from cli.loop.approval import Approver, NoOneToAsk, UnattendedApprover
     from cli.safety.policy import Policy
@@ -190,7 +221,9 @@ def _run(
     from cli.wiring import build_agent, load
 
     config = load(choices, terminal.environ)
-    text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
+    text = ""
+    if command is None:
+        text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
     console = LazyConsole(terminal.stderr, highlight=False, soft_wrap=True)
     asker = None
     # Questions are read where a person types: stdin, or when stdin is a pipe (`cat x |
@@ -223,6 +256,15 @@ def _run(
         home=terminal.home,
         approver=approver,
     )
+    for line in _project_lines(agent):
+        terminal.stderr.write(f"note: {line}\n")
+    reads: list[Any] = []  # what a command's @files read, for the run's audit log
+    if command is not None:
+        try:
+            text, reads = _command_prompt(terminal, agent, config, choices, command, answers)
+        except BaseException:
+            agent.close()
+            raise
     if prewarm:
         agent.start_prewarm()
     from cli.safety.policy import whole_trees
@@ -246,6 +288,7 @@ def _run(
                 yes=yes,
                 images=images,
                 signals=signals,
+                reads=reads,
             )
         finally:
             agent.close()  # its MCP servers: stopped, whatever happened
@@ -265,13 +308,14 @@ def _drive(
     yes: bool = False,
     images: Sequence[str] = (),
     signals: RunSignals | None = None,
+    reads: Sequence[Any] = (),
 ) -> ExitStatus:
     from cli.loop.events import Notice
     from cli.records.audit_events import audited, session_log
     from cli.ui.trace import RunRecord, RunTrace
 
     as_json = output == "json"
-    record = RunRecord(model=agent.settings.model)
+    record = RunRecord(model=agent.settings.model, mode="plan" if agent.plan_mode else "act")
     trace = RunTrace(
         console,
         record,
@@ -303,6 +347,8 @@ def _drive(
             stream.start(agent, yes=yes, images=images)
             for line in early:
                 said(Notice(line))
+        for event in reads:  # a command's @files, read before the run, and hooks on them
+            _record_read(audit_log, event, said)
         seen = _attached_images(agent, images, said, audit_log) if images else []
         if seen:
             from cli.loop.images import image_note
@@ -382,6 +428,104 @@ def _drive(
         terminal.stdout.write(shown_answer(record.answer, isatty(terminal.stdout)) + "\n")
         terminal.stdout.flush()
     return exit_status(record.stop_reason)
+
+
+def _project_lines(agent: Agent) -> list[str]:
+    """What the project's .metona/ would set and cannot (hooks), one line each."""
+    from cli.loop.custom_commands import project_hooks
+    from cli.ui.text import sanitize
+
+    return [sanitize(line) for line in project_hooks(agent.policy.cwd)]
+
+
+def _command_prompt(
+    terminal: Terminal,
+    agent: Agent,
+    config: Config,
+    choices: Choices,
+    command: tuple[str, Sequence[str]],
+    answers: TextIO | None,
+) -> tuple[str, list[Any]]:
+    """`--command NAME ARGS…`: the command's prompt, its `@files` attached; its model (unless
+    -m says another) and plan mode set. A project's command not yet seen in this project
+    (or changed since) is shown on stderr first, and asked about where a person can answer."""
+    import dataclasses
+
+    from cli.config.settings import config_dir, state_dir
+    from cli.loop.custom_commands import Seen, load_commands
+    from cli.loop.mentions import attach_files
+    from cli.ui.text import sanitize
+
+    name, words = command
+    catalogue = load_commands(
+        agent.policy.cwd, str(config_dir(terminal.environ)), agent.policy.hides
+    )
+    found = catalogue.get(name)
+    if found is None:
+        refused = [n for n in catalogue.notes if f"/{name.lower()}" in n or f"{name}.md" in n]
+        if refused:
+            raise UsageError(sanitize(refused[0]))
+        known = ", ".join(sorted(catalogue.commands)) or "none"
+        raise UsageError(
+            f"no command {sanitize(name)}: commands here: {known} (NAME.md in .metona/commands/ "
+            "of the project, or in ~/.config/metona-agent/commands/)"
+        )
+    prompt = found.expand(" ".join(words), words)
+    seen = Seen(state_dir(terminal.environ) / "commands-seen")
+    if seen.needs_showing(catalogue.project, found):
+        terminal.stderr.write(
+            f"project command /{found.name} ({sanitize(found.path)}), first use here; it sends:\n"
+        )
+        for line in found.settings():
+            terminal.stderr.write(f"  {sanitize(line)}\n")
+        for line in prompt.splitlines() or [""]:
+            terminal.stderr.write(f"  │ {sanitize(line)}\n")
+        terminal.stderr.flush()
+        if answers is not None:
+            terminal.stderr.write("send it? [y/N] ")
+            terminal.stderr.flush()
+            if answers.readline().strip().lower() not in ("y", "yes"):
+                raise UsageError(f"/{found.name} was not sent: its text was not confirmed")
+        seen.mark(catalogue.project, found)
+    if found.model and choices.model is None:
+        agent.settings = dataclasses.replace(agent.settings, model=found.model, model_chosen=True)
+    if found.plan:
+        agent.plan_mode = True
+    attached = attach_files(agent, prompt)
+    if attached.refused:
+        from cli.records.audit_events import session_log
+
+        # What was read, refused or decided by a hook is recorded though nothing is sent.
+        audit_log = session_log(terminal.environ, agent.policy.cwd, _run_name(terminal))
+        for event in attached.events:
+            _record_read(audit_log, event, lambda e: _note_on(terminal, e))
+        raise UsageError(f"--command {found.name}: {sanitize(attached.refused)}; nothing was sent")
+    # The prompt is the command's text (a body or arguments of `-` is that text, not stdin);
+    # piped stdin is added after it, as after any prompt.
+    limit = config.policy.limits.max_read_bytes
+    return read_prompt(attached.text, terminal.stdin, limit, dash=False), attached.events
+
+
+def _record_read(audit_log: AuditLog, event: Event, said: Callable[[Event], None]) -> None:
+    """An event of a read done before the run (a command's @file): its result and the hooks
+    that ran on it go to the audit log, what the hooks said to the trace."""
+    from cli.loop.events import Notice, ToolResult
+    from cli.loop.hooks import HookRun
+
+    if isinstance(event, HookRun):
+        audit_log.record_hook(event)
+    elif isinstance(event, ToolResult):
+        audit_log.record(event)
+    elif isinstance(event, Notice):
+        said(event)
+
+
+def _note_on(terminal: Terminal, event: Event) -> None:
+    from cli.loop.events import Notice
+    from cli.ui.text import sanitize
+
+    if isinstance(event, Notice):
+        terminal.stderr.write(f"note: {sanitize(event.text)}\n")
 
 
 def _attached_images(

@@ -23,9 +23,10 @@ def controlling_terminal(terminal: Terminal) -> TextIO | None:
         return None
 
 
-def read_prompt(prompt: str, stdin: TextIO, max_bytes: int) -> str:
-    """The prompt, with piped stdin appended; `-` reads the whole prompt from stdin."""
-    if prompt == "-":
+def read_prompt(prompt: str, stdin: TextIO, max_bytes: int, *, dash: bool = True) -> str:
+    """The prompt, with piped stdin appended; `-` reads the whole prompt from stdin (unless
+    `dash` is False: a command's text that is `-` is that text)."""
+    if prompt == "-" and dash:
         text = _read_stdin(stdin, max_bytes)
         if not text.strip():
             raise UsageError("the prompt '-' means read stdin, and stdin was empty: pipe it in")

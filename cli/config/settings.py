@@ -252,11 +252,34 @@ class McpServerConfig:
     tools: McpToolsConfig = field(default_factory=McpToolsConfig)
     sandbox: str = _setting("off", choices=("bwrap", "landlock", "seatbelt", "off"))
     network: bool = False
+    # Its tools change nothing: plan mode (`--plan`, /plan) offers them too.
+    read_only: bool = False
 
 
 @dataclass(frozen=True)
 class McpConfig:
     servers: dict[str, McpServerConfig] = _setting({}, of=McpServerConfig)
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    """One hook (cli/loop/hooks.py): the user's own program, run outside the sandbox with
+    the call (or its result, or the turn's end) as JSON on stdin."""
+
+    match: str = "*"  # a glob of tool names (mcp__git__* too); the stop hook ignores it
+    command: list[str] = _setting([])  # its argv, run as is (no shell); a string is split
+    timeout_seconds: float = _setting(0.0, minimum=0)  # 0: hooks.timeout_seconds
+
+
+@dataclass(frozen=True)
+class HooksConfig:
+    """hooks.pre_tool, hooks.post_tool, hooks.stop: read from the user's config only (the
+    file found in the config dir, or -c), never from a project's files."""
+
+    pre_tool: list[HookConfig] = _setting([], hooks=True)
+    post_tool: list[HookConfig] = _setting([], hooks=True)
+    stop: list[HookConfig] = _setting([], hooks=True)
+    timeout_seconds: float = _setting(10.0, minimum=0.1)
 
 
 @dataclass(frozen=True)
@@ -279,6 +302,7 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     mcp: McpConfig = field(default_factory=McpConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig)
     # Model profiles of the user's own, checked before the built-in ones (first match wins).
     models: list[ModelProfileConfig] = _setting([], profiles=True)
     source: str | None = field(default=None, compare=False)  # the file it came from
@@ -554,6 +578,8 @@ class _Builder:
             return self.aids(value, path, meta["aid_names"])
         if meta.get("profiles"):
             return self.profiles(value, path)
+        if meta.get("hooks"):
+            return self.hooks(value, path)
         if dataclasses.is_dataclass(hint):
             return self.build(hint, {} if value is None else value, path)  # type: ignore[arg-type]
         origin = get_origin(hint)
@@ -625,6 +651,37 @@ class _Builder:
                 raise self.fail(path, f"entry {index + 1}: expected a mapping, got {kind_of(item)}")
             entries.append(self.profile(item, where, index + 1))
         return entries
+
+    def hooks(self, value: Any, path: tuple[str, ...]) -> list[HookConfig]:
+        """hooks.pre_tool and the others: a list of {match, command, timeout_seconds}; the
+        command an argv (a list of strings) or a string, split as a shell would split it
+        (no shell runs it)."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(
+                path, f"expected a list of hooks ({{match, command}} each), got {kind_of(value)}"
+            )
+        out = []
+        for index, item in enumerate(value):
+            entry = f"hook {index + 1}"
+            if not isinstance(item, dict):
+                raise self.fail(path, f"{entry}: expected a mapping, got {kind_of(item)}")
+            command = item.get("command")
+            if isinstance(command, str):
+                import shlex
+
+                try:
+                    item = {**item, "command": shlex.split(command)}
+                except ValueError as exc:
+                    raise self.fail(path, f"{entry}: command: {exc}") from None
+            hook: HookConfig = self.build(HookConfig, item, path)
+            if not hook.command:
+                raise self.fail(
+                    path, f"{entry}: `command` (the program and its arguments) is required"
+                )
+            out.append(hook)
+        return out
 
     def profile(self, item: dict[Any, Any], path: tuple[str, ...], number: int) -> Any:
         from cli.config.profiles import size_bound

@@ -27,8 +27,9 @@ def effective(
     out: list[tuple[tuple[str, ...], Any, Origin]] = []
     for path, value in _leaves(config, ()):
         origin: Origin = "default"
-        if config.source and path in config.lines:
-            origin = f"{config.source}, line {config.lines[path]}"
+        where = set_at(config, path)
+        if where:
+            origin = where
             if path in defaults and value == defaults[path]:  # as `agent init` writes them
                 origin = f"default, also in {origin}"
         if path == ("ollama", "host"):
@@ -39,6 +40,24 @@ def effective(
             origin, value = flags[path][0], flags[path][1]
         out.append((path, value, origin))
     return out
+
+
+def set_at(
+    config: Config,
+    path: tuple[str, ...],
+    index: int | None = None,
+    items: Mapping[tuple[str, ...], int] | None = None,
+) -> Origin | None:
+    """ "FILE, line N" where the config file sets the key `path` (any depth: a key of
+    policy.tools too), or None when the file does not (the key is at its default). With
+    `index` and `items` (the lines of every list item, settings.read_yaml(items=True)), the
+    line of that item of the list."""
+    if not config.source or path not in config.lines:
+        return None
+    line = config.lines[path]
+    if index is not None and items is not None:
+        line = items.get((*path, str(index)), line)
+    return f"{config.source}, line {line}"
 
 
 def render(rows: list[tuple[tuple[str, ...], Any, Origin]]) -> str:

@@ -47,6 +47,10 @@ class Deciding:
     guard: RepeatGuard | None = None
     # Why no tool was offered at all, for the model to read ("does not support tools"...).
     none_offered: Callable[[], str] = lambda: "the policy enables none"
+    plan: bool = False  # plan mode: what it does not offer is refused as such
+    # False: a call that would fail is not judged as failing (agent policy explain, which
+    # has no conversation: an edit there was never read, and so always fails).
+    foresee: bool = True
     arguments: dict[str, Any] = field(default_factory=dict)
     decision: Decision | None = None
     looking: ToolContext | None = None  # the context the disk is looked at under
@@ -70,12 +74,21 @@ def offered(d: Deciding) -> None:
         hint, rule = "answer in plain text", "not_offered"
     elif call.name not in d.toolbox:
         reason, rule = f"unknown tool '{call.name}'", "unknown_tool"
+        if d.plan:
+            reason += " (this is plan mode, which offers only tools that change nothing)"
     elif d.policy.setting(call.name) == "deny":
         reason = (
             f"tool '{call.name}' was not offered (it is not enabled in this agent's "
             "policy), so it cannot run"
         )
         rule = "disabled"
+    elif d.plan:
+        reason = (
+            f"tool '{call.name}' is not offered in plan mode, which offers only tools that "
+            "change nothing: answer with your plan; the changes are made after the user "
+            "leaves plan mode"
+        )
+        rule = "plan_mode"
     else:  # offered to another model, or in another request: not this one
         reason = f"tool '{call.name}' was not offered, so it cannot run"
         rule = "not_offered"
@@ -154,6 +167,8 @@ def unchanged_content(d: Deciding) -> None:
 
 def foreseen_failure(d: Deciding) -> None:
     """A call that would ask and cannot succeed is not put to a person: it fails."""
+    if not d.foresee:
+        return
     d.decision = foreseen.decide(_current(d), d.call.name, d.arguments, d.policy, _look(d))
 
 

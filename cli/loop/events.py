@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cli.backends.messages import Stats, ToolCall
+from cli.loop.hooks import HookRun
 from cli.safety.policy import Decision
 
 # "empty": the model sent no text, not even after being asked once more.
@@ -103,4 +104,5 @@ Event = (
     | ToolResult
     | StepFinished
     | Finished
+    | HookRun
 )

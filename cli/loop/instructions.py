@@ -213,6 +213,22 @@ def _pick(directory: str) -> str | None:
     return None
 
 
+def read_project_text(
+    path: str, label: str, inside: str | None, hides: Callable[[str], bool], max_bytes: int
+) -> str:
+    """A file of the project's own (a command file) read as its instruction files are: not
+    hidden by the policy, no symlink out of `inside` (None: anywhere), regular, no hard link
+    where `inside` is given, at most `max_bytes`, cleaned as prompt text. ValueError says why
+    not, in a few words."""
+    try:
+        file = _load(path, label, inside, hides, max_bytes + 1)
+    except _Skip as why:
+        raise ValueError(f"skipped: {why}") from None
+    if not file.whole:
+        raise ValueError(f"skipped: larger than {max_bytes // 1024} KB")
+    return file.text
+
+
 def _load(
     path: str, label: str, inside: str | None, hides: Callable[[str], bool], limit: int
 ) -> _File:

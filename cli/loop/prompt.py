@@ -52,12 +52,22 @@ CONTEXT_OPEN = "<context>"
 CONTEXT_CLOSE = "</context>"
 
 
-def context_block(where: Surroundings, instructions: str = "") -> str:
+# Plan mode (`--plan`, chat's /plan): said in the context block, never in the system prompt,
+# which stays the same bytes in either mode (docs/chat-and-run.md, Plan mode).
+PLAN_MODE_LINE = (
+    "Mode: plan. Only tools that change nothing are offered. Look into what the task needs, "
+    "then answer with a plan: the steps, and each change you would make, file by file. Make "
+    "no change now: the changes are made after the user leaves plan mode."
+)
+
+
+def context_block(where: Surroundings, instructions: str = "", *, plan: bool = False) -> str:
     """Where the agent stands, and the project's instructions: what changes between runs.
     It leads the first user message the server is sent (cli/loop/agent.py), after the system
     prompt and the tool definitions in every chat template that renders those first, so that
     only it and the messages are evaluated anew in another directory or on another day
-    (docs/context-and-servers.md says which templates keep that order)."""
+    (docs/context-and-servers.md says which templates keep that order). `plan`: plan mode,
+    said after the date."""
     lines = [
         f"Working directory: {where.cwd} (relative paths are resolved against it)",
         f"Allowed directories (you may change files only inside these): "
@@ -65,6 +75,8 @@ def context_block(where: Surroundings, instructions: str = "") -> str:
         f"Operating system: {where.os_name}",
         f"Today's date: {where.today.isoformat()}",
     ]
+    if plan:
+        lines.append(PLAN_MODE_LINE)
     if instructions.strip():
         lines += ["", instructions.strip()]
     return f"{CONTEXT_OPEN}\n{_defused(chr(10).join(lines))}\n{CONTEXT_CLOSE}"

@@ -18,6 +18,7 @@ from cli.backends.messages import ToolCall
 from cli.config.settings import MCP_PREFIX
 from cli.loop import outcomes
 from cli.loop.events import Event, Notice, ToolCallProposed, ToolDecided, ToolResult
+from cli.loop.hooks import HookRun
 from cli.loop.outcomes import Outcome
 from cli.records.audit import append_record, canonical, default_path
 from cli.safety.redaction import REDACTED, header_name, redact
@@ -128,6 +129,26 @@ class AuditLog:
             fields["exit_code"] = exit_code
         return self._append(fields)
 
+    def record_hook(self, ran: HookRun) -> bool:
+        """Log a hook that ran (cli/loop/hooks.py): which, for which tool, its argv (the
+        user's config, redacted as a command is), how it ended."""
+        self.seq += 1
+        return self._append(
+            {
+                "time": _iso(self.clock()),
+                "session": self.session_id,
+                "seq": self.seq,
+                "cwd": self.cwd,
+                "hook": ran.kind,
+                "tool": redact(ran.tool)[:100] or None,
+                "command": _summarise("", list(ran.argv)),
+                "outcome": f"hook_{ran.outcome}",
+                "exit_code": ran.exit_code,
+                "error": redact(ran.message)[:MAX_ERROR] or None,
+                "duration_ms": round(ran.seconds * 1000),
+            }
+        )
+
     def record_interrupted(self, event: ToolCallProposed | ToolDecided) -> bool:
         """Log a call that Ctrl-C cut short: before it was decided, or while it ran."""
         decided = event if isinstance(event, ToolDecided) else None
@@ -201,6 +222,8 @@ def audited(events: Iterable[Event], log: AuditLog) -> Generator[Event, None, No
             elif isinstance(event, ToolResult):
                 pending = None
                 log.record(event)  # before the yield: a consumer's Ctrl-C cannot skip it
+            elif isinstance(event, HookRun):
+                log.record_hook(event)
             yield event
             # After every event, not only a result: others record too (chat's @file).
             warning = log.warning()

@@ -198,6 +198,12 @@ class Policy:
             )
         )
         linked = [sensitive.literal(p) for p in _linked_dot_targets(home, self.xdg_homes)]
+        # What the lists below were built from beside the config, kept so that
+        # cli/safety/sources.py can say which entry a decision matched (nothing decides by them).
+        self.path_var = path_var
+        self.code_dirs = tuple(code_dirs)
+        self.linked_dot_entries = tuple(linked)
+        self.xdg_env = {var: (xdg or {}).get(var, "") for var, _ in sensitive.XDG_DIRS}
         self.classes = sensitive.build(
             home,
             config.secrets,

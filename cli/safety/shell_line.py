@@ -357,6 +357,22 @@ def matches_allow(command: str, prefixes: list[str]) -> bool:
     return all(_allowed(words, allowed) for words in commands)
 
 
+def allowing_prefixes(command: str, prefixes: list[str]) -> list[str]:
+    """Which of `prefixes` allow the simple commands of `command`, one per command in order
+    (the first that allows it), for a line `matches_allow` accepts; [] for any other line.
+    The same test as `matches_allow`, prefix by prefix: it says which entry decided."""
+    if not matches_allow(command, prefixes):
+        return []
+    found: list[str] = []
+    for words in simple_commands(command) or []:
+        for prefix in prefixes:
+            allowed = _prefix_words(prefix)
+            if allowed and _allowed(words, [allowed]):
+                found.append(prefix)
+                break
+    return list(dict.fromkeys(found))
+
+
 def _allowed(words: list[str], allowed: list[list[str]]) -> bool:
     # Imported at first use, like the policy's other matchers: a run that never calls
     # run_command does not pay for the option tables at start.

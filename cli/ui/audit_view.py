@@ -36,6 +36,11 @@ def audit_row(number: int, record: Mapping[str, Any] | None, width: int | None =
     key = arguments.get(KEY_ARGUMENT.get(tool, ""), "") if isinstance(arguments, dict) else ""
     if isinstance(key, dict):  # summarised: size and hash
         key = f"<{key.get('bytes')} bytes>"
+    if record.get("hook"):  # a hook that ran (cli/loop/hooks.py): for which tool, its program
+        command = record.get("command")
+        program = command[0] if isinstance(command, list) and command else "?"
+        key = f"{record.get('tool') or ''} {program}".strip()
+        tool = f"hook {record.get('hook')}"
     by, rule = str(record.get("approved_by")), str(record.get("rule"))
     verdict = spell(str(record.get("outcome")), by=by, rule=rule)
     if verdict == "failed" and by in BY_WORDS:  # who let it run matters in an audit

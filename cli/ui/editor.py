@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
@@ -33,63 +32,10 @@ def strip_block(text: str) -> str:
     return text
 
 
-# `@path` in a message, at its start or after a space: `@notes.md`, `@"my notes.txt"` (quoted:
-# the name as it is, spaces included, no `"` in it), `@my\ notes.txt` (a backslash keeps the
-# next character, a space or a backslash, in the name). Trailing punctuation after it is not
-# part of it (`see @notes.md.`). `@@word` is the literal text `@word`: never attached, sent
-# with one `@` less — the way to write `@notes.md` in a message when notes.md exists.
-# An `@word` that names no file is text too (`@dataclass`, `@Override`, `@types/node`):
-# what attaches, or is refused, is decided in cli/ui/repl.py (ChatSession.attach).
-# The bare name is taken whole, up to the next space, and its trailing punctuation is cut in
-# code (_bare_name): a lazy name before a run of punctuation made matching quadratic.
-_MENTION = re.compile(
-    r"(?:(?<=\s)|^)@(?:(?P<literal>@\S*)"
-    r'|"(?P<quoted>[^"\n]+)"[,;:!?.)]*'
-    r"|(?P<bare>(?:\\.|[^\s\\])+))"
-    r"(?=\s|$)"
-)
-_TRAILING = ",;:!?.)"
-_ESCAPED = re.compile(r"\\(.)")
+# `@path` mentions: their grammar is cli/loop/mentions.py's.
+_ESCAPED = re.compile(r"\\(.)")  # a backslash keeps the next character in the name
 # The `@path` being typed, up to the cursor: what Tab completes.
 _TYPING = re.compile(r'(?:(?<=\s)|^)@(?P<token>"[^"\n]*|(?:\\.|[^\s\\@"])(?:\\.|[^\s\\])*\\?|)$')
-
-
-@dataclass(frozen=True)
-class Mention:
-    """One `@…` of a message: the text as typed, and the path it names (None: `@@word`)."""
-
-    typed: str
-    path: str | None
-
-
-def mentions(text: str) -> list[Mention]:
-    """The `@paths` of a message, in order (see _MENTION)."""
-    found = []
-    for match in _MENTION.finditer(text):
-        if match.group("literal") is not None:
-            found.append(Mention(match.group(0), None))
-        elif match.group("quoted") is not None:
-            found.append(Mention(match.group(0), match.group("quoted")))
-        else:
-            name = _bare_name(match.group("bare"))
-            found.append(Mention(match.group(0), _ESCAPED.sub(r"\1", name)))
-    return found
-
-
-def _bare_name(bare: str) -> str:
-    """A bare `@name` without the punctuation after it (`see @notes.md.`), never emptied,
-    an escaped character kept."""
-    end = len(bare)
-    while end > 1 and bare[end - 1] in _TRAILING and bare[end - 2] != "\\":
-        end -= 1
-    return bare[:end]
-
-
-def literal_text(text: str) -> str:
-    """The message as sent: each `@@word` as `@word`, the rest as typed."""
-    return _MENTION.sub(
-        lambda m: m.group(0)[1:] if m.group("literal") is not None else m.group(0), text
-    )
 
 
 def escape_path(path: str) -> str:

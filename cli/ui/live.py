@@ -254,6 +254,7 @@ class StatusLine:
         self.clock = clock
         self._wait: _Wait | None = None
         self._pulse: Pulse | None = None
+        self.prefix = ""  # leads every label: "plan · " in plan mode
 
     def begin(self) -> None:
         """The turn starts: from now on a thread keeps the line going."""
@@ -264,6 +265,7 @@ class StatusLine:
         region = self.region
         if region is None:
             return
+        label = self.prefix + label
         with region.lock:
             showing = region.status
             if showing is not None and showing.label == label and self._wait is not None:

@@ -316,9 +316,11 @@ class ChatRenderer:
         self._tool_calls = 0
         self._folded: list[Text] = []  # a change made without asking, worked out before it ran
 
-    def begin(self, model: str | None = None) -> None:
-        """A turn starts: the model is asked now."""
+    def begin(self, model: str | None = None, *, plan: bool = False) -> None:
+        """A turn starts: the model is asked now (`plan`: in plan mode, which the status
+        line says)."""
         self.model = model or self.model
+        self._status.prefix = "plan · " if plan else ""
         self._waited_at_begin = self.waited() if self.waited is not None else 0.0
         if self.keys is not None:
             self.keys.start()

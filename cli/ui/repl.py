@@ -23,10 +23,11 @@ from cli.config.settings import THINK_LEVELS
 from cli.errors import AgentError, ToolError
 from cli.fs.paths import display_path
 from cli.loop.agent import Agent
-from cli.loop.events import ToolDecided, ToolResult
+from cli.loop.custom_commands import Catalogue, CustomCommand, Seen
+from cli.loop.events import Notice, ToolDecided, ToolResult
+from cli.loop.hooks import HookRun
 from cli.loop.images import (
     Image,
-    attribute,
     cannot_see,
     image_bytes,
     image_note,
@@ -36,17 +37,11 @@ from cli.loop.images import (
     too_many_images,
     unknown_sight,
 )
+from cli.loop.mentions import file_block, literal_text, mentions
 from cli.records.audit_events import AuditLog, audited
 from cli.records.sessions import SessionStore, conversation_turns, timestamp_name
 from cli.ui.approve import ChatApprover
-from cli.ui.editor import (
-    ChatCompleter,
-    history_at,
-    literal_text,
-    make_prompt,
-    mentions,
-    strip_block,
-)
+from cli.ui.editor import ChatCompleter, history_at, make_prompt, strip_block
 from cli.ui.render import ChatRenderer
 from cli.ui.text import plural, sanitize, shorten_text
 from cli.units import human_size
@@ -86,8 +81,14 @@ class ChatSession:
         history_file: Path | None = None,
         audit_log: AuditLog | None = None,
         max_sessions: int = 100,
+        catalogue: Catalogue | None = None,
+        seen: Seen | None = None,
     ) -> None:
         self.agent = agent
+        # The user's and the project's own commands (cli/loop/custom_commands.py), and which
+        # project commands were shown already.
+        self.catalogue = catalogue or Catalogue()
+        self.seen = seen
         self.console = console
         self.renderer = renderer
         self.approver = approver
@@ -109,8 +110,9 @@ class ChatSession:
         # change store (/retry and /edit say what it changed).
         self._last_sent: tuple[str, str, str] | None = None
         # `@path` completion offers only what the policy would let the chat attach.
+        names = [*COMMANDS, *(f"/{name}" for name in self.catalogue.commands)]
         self.completer = ChatCompleter(
-            COMMANDS, agent.policy.cwd, self._completions_for, hides=agent.policy.hides
+            names, agent.policy.cwd, self._completions_for, hides=agent.policy.hides
         )
         self.prompt = prompt or make_prompt(self.completer, history_at(history_file))
 
@@ -138,7 +140,7 @@ class ChatSession:
         while True:
             self._say_mcp_failures()
             try:
-                text = self.prompt.prompt("› ", default=self._prefill)
+                text = self.prompt.prompt(self.prompt_text(), default=self._prefill)
             except KeyboardInterrupt:
                 # Ctrl-C at the prompt clears the line; at an empty one, how to leave.
                 if not self._typed_at_prompt():
@@ -162,6 +164,10 @@ class ChatSession:
                 self.renderer.interrupted()
             except Exception as exc:  # a bug of ours must not take the session with it
                 self.renderer.error(f"internal error: {exc!r}; the session goes on")
+
+    def prompt_text(self) -> str:
+        """The input line's prompt: `plan › ` in plan mode."""
+        return "plan › " if self.agent.plan_mode else "› "
 
     # -- MCP servers that did not start: said as soon as known, not at the first message --
 
@@ -248,7 +254,7 @@ class ChatSession:
         self._last_sent = (message, typed, changes.turn if changes is not None else "")
         if self.audit_log is not None:
             events = audited(events, self.audit_log)  # closing it closes the loop too
-        self.renderer.begin(self.agent.settings.model)
+        self.renderer.begin(self.agent.settings.model, plan=self.agent.plan_mode)
         try:
             for event in events:
                 self.renderer.handle(event)
@@ -323,10 +329,7 @@ class ChatSession:
             if result.get("truncated"):
                 first, last = result.get("line_range") or (0, 0)
                 note = f" (lines {first}-{last} of {result.get('lines')})"
-            # The file cannot close its own block, nor its name break out of the attribute:
-            # what follows the block must be the user's, not the file's.
-            content = str(result.get("content", "")).replace("</file", "<\\/file")
-            blocks.append(f'<file path="{attribute(shown)}"{note}>\n{content}</file>')
+            blocks.append(file_block(shown, result))
             self.console.print(Text(f"📎 attached {sanitize(shown)}{note}", style="dim"))
         text = literal_text(text)
         if self._images:
@@ -388,6 +391,11 @@ class ChatSession:
         call = ToolCall("read_file", {"path": path})
         started = time.monotonic()
         decided = self.agent.decide(call)
+        for event in self.agent.take_hook_events():  # hooks.pre_tool on the read
+            if isinstance(event, HookRun) and self.audit_log is not None:
+                self.audit_log.record_hook(event)
+            elif isinstance(event, Notice):
+                self.say(event.text, "yellow")
         result = self.agent.execute(decided)
         if self.audit_log is not None:
             self.audit_log.record(ToolResult(call, result, time.monotonic() - started, decided))
@@ -417,15 +425,50 @@ class ChatSession:
     def command(self, text: str) -> bool:
         name, _, argument = text.partition(" ")
         command = COMMANDS.get(name.lower())
-        if command is None:
-            known = " ".join(COMMANDS)
+        own = self.catalogue.get(name[1:]) if command is None else None
+        if command is None and own is None:
+            known = " ".join([*COMMANDS, *(f"/{n}" for n in self.catalogue.commands)])
             self.renderer.error(f"unknown command {sanitize(name)}; commands: {known}")
             return True
         try:
+            if own is not None:
+                self.own_command(own, argument)
+                return True
+            assert command is not None
             return command.run(self, argument.strip())
         except AgentError as exc:
             self.renderer.error(exc.message)
             return True
+
+    def own_command(self, command: CustomCommand, argument: str) -> None:
+        """/NAME ARGS: the command's prompt sent as a message (its @files attached); a
+        project's, the first time here (or changed since), shown and confirmed first. Its
+        `model` is used for this turn only; `plan: true` enters plan mode."""
+        prompt = command.expand(argument)
+        project = self.catalogue.project
+        if self.seen is not None and self.seen.needs_showing(project, command):
+            self.say(
+                f"project command /{command.name} ({command.path}), first use here; it sends:",
+                "yellow",
+            )
+            lines = [f"  {line}" for line in command.settings()]
+            self.say("\n".join([*lines, *(f"  │ {line}" for line in prompt.splitlines())]))
+            answer = self.approver.keys.read_key("send it?  [y] yes  [n] no  ", "yn")
+            if answer != "y":
+                self.say(f"/{command.name} was not sent", "dim")
+                return
+            self.seen.mark(project, command)
+        if command.plan and not self.agent.plan_mode:
+            self.agent.plan_mode = True
+            self.say(f"plan mode (/{command.name} asks for it): {PLAN_TOOLS_LINE}", "cyan")
+        previous = self.agent.settings
+        if command.model and command.model != previous.model:
+            self.switch_model(command.model)
+        try:
+            self.send(prompt)
+        finally:
+            if command.model and self.agent.settings.model != previous.model:
+                self.agent.settings = previous
 
     def _completions_for(self, command: str) -> Iterable[str]:
         if command == "/model":
@@ -568,6 +611,7 @@ def _help(session: ChatSession, _argument: str) -> bool:
     lines = [
         line for c in COMMANDS.values() for line in hanging(f"  {c.usage:<20} ", c.help, width)
     ]
+    lines += _own_commands_help(session, width)
     lines.append("")
     for keys in (
         'Enter sends · Esc-Enter or Alt-Enter adds a line · """ starts and ends a block',
@@ -581,6 +625,52 @@ def _help(session: ChatSession, _argument: str) -> bool:
     ):
         lines += hanging("  ", keys, width, indent=4)
     session.say("\n".join(lines))
+    return True
+
+
+def _own_commands_help(session: ChatSession, width: int) -> list[str]:
+    from cli.loop.custom_commands import listed
+    from cli.ui.layout import hanging
+
+    lines: list[str] = []
+    for usage, source, description in listed(session.catalogue):
+        text = f"{description} ({source})" if description else f"({source})"
+        lines += hanging(f"  {usage:<20} ", sanitize(text), width)
+    return ["", *lines] if lines else []
+
+
+PLAN_TOOLS_LINE = (
+    "only the tools that change nothing are offered (read_file, list_directory, search_files, "
+    "git_status, git_diff, and MCP tools marked read_only)"
+)
+
+
+def _plan(session: ChatSession, _argument: str) -> bool:
+    """/plan: plan mode on, or off again (it toggles), said with what it offers."""
+    agent = session.agent
+    agent.plan_mode = not agent.plan_mode
+    if agent.plan_mode:
+        session.say(f"plan mode: {PLAN_TOOLS_LINE}; /go leaves it", "cyan")
+    else:
+        session.say("plan mode off: every tool the policy enables is offered again", "dim")
+    return True
+
+
+def _go(session: ChatSession, argument: str) -> bool:
+    """/go [MESSAGE]: leave plan mode, the plan kept in the conversation; with MESSAGE, send
+    it as the next message."""
+    agent = session.agent
+    if not agent.plan_mode:
+        session.say("not in plan mode (/plan enters it)", "dim")
+    else:
+        agent.plan_mode = False
+        kept = any(m.get("role") == "assistant" for m in session.conversation)
+        plan = "the plan stays in the conversation" if kept else "no plan was made yet"
+        session.say(
+            f"plan mode off: {plan}; every tool the policy enables is offered again", "cyan"
+        )
+    if argument:
+        session.send(argument)
     return True
 
 
@@ -997,4 +1087,8 @@ COMMANDS: dict[str, Command] = {
         "/undo [ID|turn|all]", "take back the last change (a turn; #ID; anywhere)", _undo
     ),
     "/redo": Command("/redo [all]", "bring back what the last /undo took back", _redo),
+    "/plan": Command(
+        "/plan", "plan mode on or off: only the tools that change nothing, and a plan", _plan
+    ),
+    "/go": Command("/go [MESSAGE]", "leave plan mode, keeping the plan (and send MESSAGE)", _go),
 }

@@ -98,6 +98,7 @@ class StreamJson:
                 "model": settings.model,
                 "host": agent.backend.host,
                 "cwd": agent.policy.cwd,
+                "mode": "plan" if agent.plan_mode else "act",
                 "tool_mode": mode,
                 "tools": tools,
                 "think": think,

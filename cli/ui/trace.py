@@ -83,11 +83,13 @@ class RunRecord:
     stats: Stats = field(default_factory=Stats)
     wall_time: float = 0.0
     error: str | None = None
+    mode: str = "act"  # "plan": --plan (or a command's plan: true)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "answer": self.answer,
             "model": self.model,
+            "mode": self.mode,
             "steps": self.steps,
             "stop_reason": self.stop_reason,
             "tool_calls": self.tool_calls,

@@ -111,7 +111,7 @@ def test_shell_completion_is_offered(run_cli: RunCli) -> None:
 
 def test_help_texts_use_one_placeholder_style(run_cli: RunCli) -> None:
     run = run_cli("run", "--help").stdout
-    assert "agent run [OPTIONS] {PROMPT}" in run
+    assert "agent run [OPTIONS] [PROMPT]" in run  # [PROMPT]: --command takes its place
     for option in ("--model NAME", "--host HOST", "--config PATH", "--max-steps N"):
         assert option in run, option
     assert "<str>" not in run.split("Options:")[-1] and "<int" not in run

@@ -81,6 +81,7 @@ REFUSED = {
     "sessions rm": ["sessions", "rm", "old"],
     "mcp list": ["mcp", "list"],
     "mcp import": ["mcp", "import", "servers.json"],
+    "policy explain": ["policy", "explain", "notes.md"],
 }
 WORKING = {
     "config": ["config"],

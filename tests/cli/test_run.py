@@ -372,7 +372,7 @@ def test_only_the_command_named_is_built_and_it_is_the_same(
     from cli.app import app, built_for
 
     every = ["run", "chat", "models", "eval", "history", "undo", "redo", "init"]
-    every += ["audit", "sessions", "mcp", "config"]
+    every += ["audit", "sessions", "mcp", "policy", "config"]
     whole = typer.main.get_command(built_for([]))
     assert isinstance(whole, typer.main.TyperGroup)
     assert list(whole.commands) == every

@@ -342,7 +342,7 @@ def test_a_file_name_with_a_space_attaches(
 
 
 def test_completion_inserts_a_form_that_attaches(workspace: Path) -> None:
-    from cli.ui.editor import mentions  # the grammar `@…` is read with (new with this test)
+    from cli.loop.mentions import mentions  # the grammar `@…` is read with (new with this test)
 
     (workspace / "my notes.txt").write_text("x")
     (workspace / "my dir").mkdir()
