@@ -454,7 +454,8 @@ def _build_store(root: Path) -> None:
     the same fields), not through the store: building the fixture must not cost what it
     is there to measure, were the store to slow down with its size. The last goes through
     the store's own API (keep + record), which then reads all of them back."""
-    from cli.journal.changes import Change, ChangeStore, sha256
+    from cli.journal.changes import ChangeStore
+    from cli.journal.records import Change, sha256
 
     rng = random.Random(f"{SEED}:store")
     blobs = root / "blobs"

@@ -32,7 +32,7 @@ def _refuse(request: ApprovalRequest) -> Approval:
 
 
 def _agent(params: Mapping[str, Any], host: str = "http://127.0.0.1:9") -> Agent:
-    from cli.config.settings import parse_config
+    from cli.config.loading import parse_config
     from cli.wiring import Choices, build_agent
 
     environ = dict(os.environ)

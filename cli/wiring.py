@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from cli.backends.messages import ChatBackend
 from cli.backends.ollama import OllamaClient
+from cli.config.loading import load_config
 from cli.config.settings import (
     API_KINDS,
     Config,
@@ -21,13 +22,13 @@ from cli.config.settings import (
     config_locations,
     data_dir,
     find_config,
-    load_config,
     resolve_host,
     state_dir,
 )
 from cli.errors import UsageError
 from cli.journal.changes import ChangeStore
-from cli.loop.agent import Agent, AgentSettings
+from cli.loop.agent import Agent
+from cli.loop.agent_base import AgentSettings
 from cli.loop.approval import Approver
 from cli.loop.hooks import Hooks
 from cli.loop.instructions import Instructions, load_instructions

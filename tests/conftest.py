@@ -22,20 +22,23 @@ from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from cli.config.settings import Config, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import Config
 from cli.loop.agent import Agent
 from cli.loop.approval import Approval, ApprovalRequest
 from cli.loop.events import Event
 from cli.records.sessions import SessionStore
 from cli.ui.approve import ChatApprover
+from cli.ui.chat_commands import COMMANDS
 from cli.ui.editor import ChatCompleter, make_prompt
 from cli.ui.keys import PromptKeys
 from cli.ui.render import ChatRenderer
-from cli.ui.repl import COMMANDS, ChatSession
+from cli.ui.repl import ChatSession
 from cli.wiring import Choices, build_agent
 from tests.fakes.fake_ollama import FakeOllama
 from tests.fakes.fake_openai import FakeOpenAI
 from tests.fakes.scripted import ScriptedModel
+from tests.pty.driver import Ttys
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -177,6 +180,14 @@ def ollama() -> Iterator[FakeOllama]:
     fake = FakeOllama().start()
     yield fake
     fake.stop()
+
+
+@pytest.fixture
+def ttys(request: pytest.FixtureRequest) -> Iterator[Ttys]:
+    """Programs on ptys, driven by state (tests/pty/driver.py); ended after the test."""
+    started = Ttys(request)
+    yield started
+    started.close()
 
 
 @pytest.fixture

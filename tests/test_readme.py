@@ -85,7 +85,7 @@ def test_readme_first_screen_says_how_to_use_it_on_a_project() -> None:
 def test_chat_table_names_every_command() -> None:
     """The chat command table (docs/chat-and-run.md) is complete: every slash command the REPL
     knows has a row."""
-    from cli.ui.repl import COMMANDS
+    from cli.ui.chat_commands import COMMANDS
 
     rows = "\n".join(line for line in CHAT.splitlines() if line.startswith("| `/"))
     missing = [name for name in COMMANDS if not re.search(re.escape(name) + r"(?![\w-])", rows)]

@@ -256,9 +256,13 @@ class ModelInfo:
     quantization: str | None = None  # "Q4_K_M"
     # Thinking takes a level (low | medium | high), and booleans are ignored: gpt-oss.
     thinks_in_levels: bool = False
-    # What the backend had to assume because the server does not say (an OpenAI-compatible
-    # server's capabilities): told to the user once, at the model check.
+    # What the user must know of how the server takes the model (a one-model server that
+    # answers with its own): told at the model check, at every start.
     note: str = ""
+    # What the backend had to assume because the server does not say (an OpenAI-compatible
+    # server's capabilities): told the first time with this server and model (the commands
+    # remember it: cli/commands/frame.py model_note).
+    assumed_note: str = ""
     # The server did not say what the model can do; `capabilities` is what we assume.
     capabilities_assumed: bool = False
 

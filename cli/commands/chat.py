@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -19,13 +20,18 @@ from cli.commands.frame import (
     ThinkLevelOpt,
     ThinkOpt,
     isatty,
+    model_note,
     think_choice,
 )
 from cli.commands.signals import stopped_by_signals
 from cli.errors import UsageError
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
+    from cli.backends.messages import ModelInfo
     from cli.loop.agent import Agent
+    from cli.ui.layout import FittedConsole
     from cli.wiring import Choices
 
 # What this module adds to `agent`: cli.app's COMMANDS names each, and imports this module
@@ -99,11 +105,12 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     from cli.config.settings import data_dir, state_dir
     from cli.records.audit_events import session_log
     from cli.records.sessions import SessionStore
-    from cli.ui.approve import ChatApprover, Consequences
+    from cli.ui.approval_card import Consequences
+    from cli.ui.approve import ChatApprover
     from cli.ui.keys import PromptKeys, TypeAhead
     from cli.ui.layout import FittedConsole
     from cli.ui.render import ChatRenderer
-    from cli.ui.repl import ChatSession, think_state
+    from cli.ui.repl import ChatSession
     from cli.ui.text import sanitize
     from cli.wiring import build_agent, load
 
@@ -132,27 +139,7 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
     with contextlib.closing(agent), stopped_by_signals(agent.mcp is not None):
         info = agent.model_info()  # fails here, with exit 1, if the server or model is missing
         settings = agent.settings
-        console.print(
-            f"[bold]metona-agent[/] · {escape(sanitize(settings.model))} · "
-            f"{escape(sanitize(agent.backend.host))} · {escape(sanitize(agent.policy.cwd))} · "
-            f"{'[bold cyan]plan[/] · ' if agent.plan_mode else ''}"
-            f"tools {'on' if agent.tools_on() else 'off'} · "
-            f"confirm: {escape(agent.policy.config.confirm)} · "
-            f"think {think_state(agent.think) if info.supports_thinking else 'off'}"
-            " [dim]· /help[/]",
-            highlight=False,
-        )
-        if agent.plan_mode:
-            console.print(f"[cyan]{escape(PLAN_ON)}[/]", highlight=False)
-        if agent.policy.config.confirm == "none":  # nothing but deletes is asked: said apart
-            console.print(f"[yellow]{escape(CONFIRM_NONE)}[/]", highlight=False)
-        if info.note:  # what the backend had to assume about the model, said once
-            console.print(f"[yellow]note:[/] {escape(sanitize(info.note))}", highlight=False)
-        read = agent.instructions.summary()
-        if read:
-            console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
-        for note in agent.instructions.notes:
-            console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
+        _say_header(terminal, agent, info, console)
         from cli.config.settings import config_dir
         from cli.loop.custom_commands import Seen, load_commands, project_hooks
 
@@ -191,6 +178,43 @@ def _chat(terminal: Terminal, choices: Choices, resume: bool, name: str | None) 
         return session.run()
 
 
+def _say_header(terminal: Terminal, agent: Agent, info: ModelInfo, console: FittedConsole) -> None:
+    """The session's header: model, server, directory, modes, then the notes on them (plan
+    mode, confirm: none, the model, the instruction files)."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    from cli.ui.chat_commands import think_state
+    from cli.ui.text import sanitize
+
+    settings = agent.settings
+    parts = [
+        Text("metona-agent", style="bold"),
+        Text(sanitize(settings.model)),
+        Text(sanitize(agent.backend.host)),
+        Text(sanitize(agent.policy.cwd)),
+        *([Text("plan", style="bold cyan")] if agent.plan_mode else []),
+        Text(f"tools {'on' if agent.tools_on() else 'off'}"),
+        Text(f"confirm: {agent.policy.config.confirm}"),
+        Text(f"think {think_state(agent.think) if info.supports_thinking else 'off'}"),
+        Text("/help", style="dim"),
+    ]
+    for row in header_lines(parts, console.width):
+        console.print(row, highlight=False)
+    if agent.plan_mode:
+        console.print(f"[cyan]{escape(PLAN_ON)}[/]", highlight=False)
+    if agent.policy.config.confirm == "none":  # nothing but deletes is asked: said apart
+        console.print(f"[yellow]{escape(CONFIRM_NONE)}[/]", highlight=False)
+    note = model_note(info, agent.backend.host, terminal.environ, always=False)
+    if note:  # what the backend had to assume about the model: said the first time
+        console.print(f"[yellow]note:[/] {escape(sanitize(note))}", highlight=False)
+    read = agent.instructions.summary()
+    if read:
+        console.print(f"[dim]instructions: {escape(sanitize(read))}[/]", highlight=False)
+    for note in agent.instructions.notes:
+        console.print(f"[yellow]instructions:[/] {escape(sanitize(note))}", highlight=False)
+
+
 PLAN_ON = (
     "plan mode: only the tools that change nothing are offered; /go leaves it (the plan stays "
     "in the conversation)"
@@ -218,3 +242,24 @@ def _whole_tree_agreed(agent: Agent, console: Any, keys: Any) -> bool:
         return True
     console.print(Text("cd into your project, then: agent chat", "dim"))
     return False
+
+
+def header_lines(parts: Sequence[Text], width: int) -> list[Text]:
+    """The header's parts joined by ` · `, as many on a line as fit in `width`: a line breaks
+    between two parts, never inside one (`confirm: write-only` stays whole); a part wider
+    than a line has lines of its own, folded by the console."""
+    from rich.text import Text
+
+    lines: list[Text] = []
+    line = Text()
+    for index, part in enumerate(parts):
+        more = 2 if index < len(parts) - 1 else 0  # the ` ·` that ends a line with more after
+        if line.plain and line.cell_len + 3 + part.cell_len + more > width:
+            line.append(" ·")
+            lines.append(line)
+            line = Text()
+        if line.plain:
+            line.append(" · ", style="dim" if part.style == "dim" else "")
+        line.append_text(part)
+    lines.append(line)
+    return lines

@@ -40,7 +40,8 @@ def config_show(
 ) -> None:
     if ctx.invoked_subcommand is not None:
         return
-    from cli.config.settings import find_config, load_config
+    from cli.config.loading import load_config
+    from cli.config.settings import find_config
     from cli.config.view import effective, render
 
     terminal = Terminal.from_process()

@@ -24,6 +24,24 @@ SCRATCH_PREFIX = "metona-tasks-"
 # What this module adds to `agent`: cli.app's COMMANDS names it.
 commands = typer.Typer()
 
+OutputFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--output-format",
+        metavar="text|json",
+        help="What stdout carries: text (a table and the summary) or json (the results, "
+        "whose schema is in docs/eval.md).",
+    ),
+]
+CompareOpt = Annotated[
+    tuple[str, str] | None,
+    typer.Option(
+        "--compare",
+        metavar="A.json B.json",
+        help="Compare two results files (written with --output-format json) and run nothing.",
+    ),
+]
+
 
 @commands.command(
     "eval",
@@ -71,23 +89,8 @@ def eval_(
             "instead of asking one: proves a task file solvable and its checks right.",
         ),
     ] = False,
-    output_format: Annotated[
-        str,
-        typer.Option(
-            "--output-format",
-            metavar="text|json",
-            help="What stdout carries: text (a table and the summary) or json (the results, "
-            "whose schema is in docs/eval.md).",
-        ),
-    ] = "text",
-    compare: Annotated[
-        tuple[str, str] | None,
-        typer.Option(
-            "--compare",
-            metavar="A.json B.json",
-            help="Compare two results files (written with --output-format json) and run nothing.",
-        ),
-    ] = None,
+    output_format: OutputFormatOpt = "text",
+    compare: CompareOpt = None,
     listing: Annotated[
         bool, typer.Option("--list", help="List the tasks (id, category, prompt) and run nothing.")
     ] = False,
@@ -96,22 +99,18 @@ def eval_(
     if output_format not in ("text", "json"):
         raise UsageError(f"--output-format {output_format}: expected text or json")
     if compare is not None:
-        ignored = [
-            flag
-            for flag, given in (
-                ("--tasks", tasks is not None),
-                ("--only", only is not None),
-                ("--oracle", oracle),
-                ("--list", listing),
-                ("--repeat", repeat != 1),
-                ("--aids", aids is not None),
-                ("-m", model is not None),
-                ("--host", host is not None),
-            )
-            if given
-        ]
-        if ignored:
-            raise UsageError(f"--compare runs nothing: leave out {', '.join(ignored)}")
+        _refuse_run_flags(
+            {
+                "--tasks": tasks is not None,
+                "--only": only is not None,
+                "--oracle": oracle,
+                "--list": listing,
+                "--repeat": repeat != 1,
+                "--aids": aids is not None,
+                "-m": model is not None,
+                "--host": host is not None,
+            }
+        )
         _compare(terminal, compare, output_format)
         raise typer.Exit(ExitStatus.OK)
     from cli.evals.tasks import builtin_suite, load_tasks, select
@@ -124,6 +123,13 @@ def eval_(
         terminal, chosen, model, host, config, api, aids, oracle, repeat, output_format
     )
     raise typer.Exit(code)
+
+
+def _refuse_run_flags(given: dict[str, bool]) -> None:
+    """--compare runs nothing: UsageError naming the flags given that only a run takes."""
+    ignored = [flag for flag, present in given.items() if present]
+    if ignored:
+        raise UsageError(f"--compare runs nothing: leave out {', '.join(ignored)}")
 
 
 def aids_choice(text: str | None, configured: frozenset[str]) -> tuple[str, ...]:

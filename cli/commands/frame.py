@@ -11,12 +11,15 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
 from cli.commands.complete import model_names
 from cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from cli.backends.messages import ModelInfo
 
 
 @dataclass(frozen=True)
@@ -173,3 +176,20 @@ def _finite(data: object) -> object:
     if isinstance(data, (list, tuple)):
         return [_finite(value) for value in data]
     return data
+
+
+def model_note(info: ModelInfo, host: str, environ: Mapping[str, str], *, always: bool) -> str:
+    """What the user is told of the model at the model check: the backend's note of how the
+    server takes it (at every start), and what it had to assume because the server does not
+    say what the model can do, which is said the first time with this server and model, not
+    at every start (`always`: -v)."""
+    said = [info.note] if info.note else []
+    if info.assumed_note:
+        from cli.config.settings import state_dir
+        from cli.config.shown import ShownOnce
+
+        shown = ShownOnce(state_dir(environ) / "notes-shown")
+        first = shown.first_time("\0".join((host, info.name, info.assumed_note)))
+        if first or always:
+            said.append(info.assumed_note)
+    return "; ".join(said)

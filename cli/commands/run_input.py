@@ -14,13 +14,24 @@ from cli.errors import UsageError
 
 def controlling_terminal(terminal: Terminal) -> TextIO | None:
     """The controlling terminal (/dev/tty), opened for reading, when the question would be
-    shown on a terminal (stderr) but stdin is not one; None when there is none."""
+    shown on a terminal (stderr) but stdin is not one; None when there is none, and when
+    this run is not in the terminal's foreground (`cmd | agent run … &`): reading it from
+    the background would stop the run (SIGTTIN) until someone brings it back, so no one is
+    asked, as with no terminal."""
     if not isatty(terminal.stderr):
         return None
     try:
-        return open("/dev/tty", encoding="utf-8", errors="replace")
+        tty = open("/dev/tty", encoding="utf-8", errors="replace")  # noqa: SIM115 (returned)
     except OSError:
         return None
+    try:
+        foreground = os.tcgetpgrp(tty.fileno()) == os.getpgrp()
+    except OSError:
+        foreground = False
+    if not foreground:
+        tty.close()
+        return None
+    return tty
 
 
 def read_prompt(prompt: str, stdin: TextIO, max_bytes: int, *, dash: bool = True) -> str:

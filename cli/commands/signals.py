@@ -33,10 +33,13 @@ def stopped_by_signals(active: bool) -> Iterator[None]:
 
 class RunSignals:
     """`agent run`'s handler for SIGINT, SIGTERM and SIGHUP: the first one ends the run
-    (KeyboardInterrupt, or Stopped); from then on — and once the run has ended by itself —
-    `quiet` is set and more of them are ignored, so that a second Ctrl-C a few ms later (a
-    wrapper forwarding it while the terminal sends it too) cannot cut the wind-down short:
-    the `end` line, the JSON object, the saved session."""
+    (KeyboardInterrupt, or Stopped); from then on `quiet` is set and more of them are
+    ignored while the run winds down, so that a second Ctrl-C a few ms later (a wrapper
+    forwarding it while the terminal sends it too) cannot cut the wind-down short: the `end`
+    line, the JSON object, the saved session. When the run returns, the handlers it found are
+    put back (a caller in this process is left as it was); when a signal ended it, the
+    process exits with 128 + that signal's number, which a late one (a storm of Ctrl-Cs
+    from a wrapper) must not change: the three stay ignored."""
 
     def __init__(self) -> None:
         self.quiet = False
@@ -70,10 +73,9 @@ def run_signals() -> Iterator[RunSignals | None]:
     try:
         yield handler
     finally:
+        ended_by_a_signal = handler.received is not None
         for number, old in previous.items():
-            # a run that has ended: the process is about to exit with its code, which a
-            # late signal (the second Ctrl-C) must not change
-            signal.signal(number, signal.SIG_IGN if handler.quiet else old)
+            signal.signal(number, signal.SIG_IGN if ended_by_a_signal else old)
 
 
 def stopped_line(signum: int) -> str:

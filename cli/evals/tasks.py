@@ -20,14 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from cli.config.settings import (
-    TOOL_NAMES,
-    PolicyConfig,
-    build_section,
-    kind_of,
-    read_yaml,
-    shortened,
-)
+from cli.config.loading import build_section
+from cli.config.settings import TOOL_NAMES, PolicyConfig, kind_of, read_yaml, shortened
 from cli.errors import ConfigError
 
 # The checks a task may make, and what each takes (docs/eval.md).

@@ -1,5 +1,5 @@
 """Taking a change back (`agent undo`, `/undo`, `agent redo`): which records one undo or redo
-inverts (`choose`, walking the journal as an undo stack: cli/journal/changes.py `Timeline`), what
+inverts (`choose`, walking the journal as an undo stack: cli/journal/timeline.py `Timeline`), what
 inverting each would do (`plan_change`), and doing it (`apply`).
 
 An undo is itself a change, recorded with what it replaced, so undoing it redoes. It works on
@@ -29,18 +29,9 @@ from typing import Any, Literal
 from cli.errors import AgentError, ToolError, Unrecorded
 from cli.fs import delete, reach, reading, trashcan, trees, writing
 from cli.fs.paths import FileId
-from cli.journal.changes import (
-    INVERSE,
-    Backup,
-    Change,
-    ChangeStore,
-    Check,
-    Commit,
-    Timeline,
-    identity,
-    new_step,
-    sha256,
-)
+from cli.journal.changes import Backup, ChangeStore, Commit
+from cli.journal.records import INVERSE, Change, Check, identity, sha256
+from cli.journal.timeline import Timeline, new_step
 
 FILE_LIMIT = 1 << 30  # reading a file back to compare or keep it; undo never refuses below
 

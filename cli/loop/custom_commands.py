@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from cli.config.shown import ShownOnce
 from cli.errors import ConfigError
 from cli.loop.instructions import read_project_text, work_tree_root
 
@@ -38,7 +39,7 @@ PROJECT_DIR = ".metona"
 COMMANDS_DIR = "commands"
 MAX_COMMAND_BYTES = 64 * 1024
 MAX_COMMANDS = 200  # files looked at in each commands dir
-# The chat's own commands (cli/ui/repl.py COMMANDS, which a test compares with this): a
+# The chat's own commands (cli/ui/chat_commands.py COMMANDS, which a test compares with this): a
 # command file of one of these names is refused, in chat and in `agent run --command` alike.
 BUILTIN_NAMES = (
     "help",
@@ -265,28 +266,21 @@ def _shown(path: str) -> str:
 
 
 class Seen:
-    """Which project commands, with which text, were shown in which project: an empty file
-    per (project, name, text) under the state dir, whose name is their hash. Nothing is read
-    back from the files: only whether one exists."""
+    """Which project commands, with which text, were shown in which project (cli/config/
+    shown.py: an empty file per (project, name, text) under the state dir)."""
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
+        self.marks = ShownOnce(directory)
 
-    def _file(self, project: str, command: CustomCommand) -> Path:
-        key = "\0".join((project, command.name, command.digest))
-        return self.directory / hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    @staticmethod
+    def _key(project: str, command: CustomCommand) -> str:
+        return "\0".join((project, command.name, command.digest))
 
     def needs_showing(self, project: str, command: CustomCommand) -> bool:
-        return command.source == "project" and not self._file(project, command).exists()
+        return command.source == "project" and not self.marks.shown(self._key(project, command))
 
     def mark(self, project: str, command: CustomCommand) -> None:
-        """Remember it as shown; a failure to (a read-only state dir) only means it is shown
-        again next time."""
-        try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._file(project, command).touch(mode=0o600)
-        except OSError:
-            pass
+        self.marks.mark(self._key(project, command))
 
 
 # -- hooks a project would set --------------------------------------------------------------

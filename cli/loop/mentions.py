@@ -1,6 +1,7 @@
 """`@path` mentions in a message: the grammar chat's input and `agent run --command` read
-them with (chat attaches them in cli/ui/repl.py; a command's body in `agent run` through
-`attach_files` below), and the `<file …>` block an attached file becomes.
+them with (chat attaches them in cli/ui/chat_attach.py; a command's body in `agent run` through
+`attach_files` below), the `<file …>` block an attached file becomes, and the way back
+from a message as sent to the text as typed (`typed_text`: /edit after --resume).
 
 An `@word` that names no file is text (`@dataclass`, `@Override`, `@types/node`); `@@word`
 is the text `@word`; a name with spaces is quoted (`@"my notes.txt"`) or escaped
@@ -9,6 +10,7 @@ is the text `@word`; a name with spaces is quoted (`@"my notes.txt"`) or escaped
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import time
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 # part of it (`see @notes.md.`). `@@word` is the literal text `@word`: never attached, sent
 # with one `@` less — the way to write `@notes.md` in a message when notes.md exists.
 # An `@word` that names no file is text too (`@dataclass`, `@Override`, `@types/node`):
-# what attaches, or is refused, is decided in cli/ui/repl.py (ChatSession.attach).
+# what attaches, or is refused, is decided in cli/ui/chat_attach.py (ChatAttachments.attach).
 # The bare name is taken whole, up to the next space, and its trailing punctuation is cut in
 # code (_bare_name): a lazy name before a run of punctuation made matching quadratic.
 _MENTION = re.compile(
@@ -146,3 +148,53 @@ def attach_files(agent: Agent, text: str) -> Attached:
     if blocks:
         attached.text += "\n\n" + "\n\n".join(blocks)
     return attached
+
+
+# What `attach` appends: a `<file …>` block for each file, then an `<image …/>` line each.
+_FILE_HEADER = re.compile(r'<file path="([^"\n]*)"[^>\n]*>')  # file_block
+_IMAGE_BLOCK = re.compile(r'<image path="([^"\n]*)" />')  # cli/loop/images.py image_note
+
+
+def typed_text(sent: str) -> str:
+    """A message as typed: what `attach` appended left out. Those are the blocks at its very
+    end, each after a blank line: `<file path="…">…</file>` (whose content cannot hold
+    `</file`: file_block escapes it) or `<image path="…" />`, each for an `@mention` of its
+    file in what was typed; taken off from the last one back. A `<file path=…>` the user
+    typed (no mention of it, or words after it) is text: kept."""
+    end = len(sent)
+    while True:
+        head = _attached_block_start(sent, end)
+        if head is None:
+            return sent[:end]
+        end = head
+
+
+def _attached_block_start(sent: str, end: int) -> int | None:
+    """Where the attached block ending at `end` starts (its blank line), or None."""
+    text = sent[:end]
+    if text.endswith(" />"):
+        start = text.rfind('\n\n<image path="')
+        found = _IMAGE_BLOCK.fullmatch(text[start + 2 :]) if start >= 0 else None
+        return start if found and _mentioned(text[:start], found.group(1)) else None
+    if not text.endswith("</file>"):
+        return None
+    # The block's content holds no `</file`: it starts after the one before it, at the first
+    # header there whose file the text before it mentions (the content may quote headers).
+    after = max(0, text.rfind("</file", 0, len(text) - len("</file>")))
+    start = text.find('\n\n<file path="', after)
+    while start >= 0:
+        header = text[start + 2 : text.find("\n", start + 2)]
+        found = _FILE_HEADER.fullmatch(header)
+        if found and _mentioned(text[:start], found.group(1)):
+            return start
+        start = text.find('\n\n<file path="', start + 2)
+    return None
+
+
+def _mentioned(typed: str, shown: str) -> bool:
+    """Does `typed` mention (`@path`) a file whose name is that of `shown`'s last part (the
+    block names it as the trace shows it: relative, or ~, or absolute)?"""
+    name = os.path.basename(html.unescape(shown).rstrip("/"))
+    return any(
+        m.path is not None and os.path.basename(m.path.rstrip("/")) == name for m in mentions(typed)
+    )

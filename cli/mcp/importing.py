@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from cli.backends.messages import MAX_JSON_DEPTH
-from cli.config.settings import McpServerConfig, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import McpServerConfig
 from cli.errors import ConfigError, UsageError
 from cli.fs.stored import MAX_CONFIG_BYTES, Unreadable, parse_json, read_capped
 from cli.safety import sensitive

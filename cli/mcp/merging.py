@@ -94,7 +94,7 @@ def _split(text: str) -> tuple[list[str], list[str]]:
 
 def _load(text: str, source: str) -> Any:
     """The file as our config loader reads it (it refuses duplicate keys), as plain data."""
-    from cli.config.settings import parse_config
+    from cli.config.loading import parse_config
 
     try:
         parse_config(text, source)
@@ -105,7 +105,7 @@ def _load(text: str, source: str) -> Any:
 
 def _load_merged(text: str, source: str) -> Any:
     """The merged text as the config loader reads it: an error here is ours, not the file's."""
-    from cli.config.settings import parse_config
+    from cli.config.loading import parse_config
 
     try:
         parse_config(text, source)

@@ -27,7 +27,7 @@ from cli.config.settings import (
 )
 from cli.fs.folding import Places, on_disk
 from cli.fs.paths import PathError, ResolvedPath, expand_user, is_within, resolve_path, root_of
-from cli.safety import sensitive
+from cli.safety import dot_entries, path_classes
 from cli.safety.secret_files import SecretFiles
 from cli.safety.shell_line import matches_allow
 
@@ -127,6 +127,19 @@ def _linked_dot_targets(home: str, xdg_homes: Sequence[str] = ()) -> list[str]:
 _MAX_HOME_ENTRIES = 10_000
 
 
+def _xdg_homes(home: str, xdg: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The dirs the XDG_*_HOME variables in `xdg` name outside `home`, as written and as the
+    disk spells them."""
+    return tuple(
+        dict.fromkeys(
+            spelled
+            for var, _ in path_classes.XDG_DIRS
+            if os.path.isabs(value := (xdg or {}).get(var, "")) and not is_within(home, value)
+            for spelled in (os.path.normpath(value), on_disk(os.path.normpath(value)))
+        )
+    )
+
+
 class Policy:
     """The user's YAML policy, with every directory resolved once at start."""
 
@@ -165,23 +178,12 @@ class Policy:
         # A blocked dir is checked both as written and with its symlinks resolved, so that
         # neither /etc nor the /private/etc it may point to slips through; where its disk
         # ignores case, with case and normalisation folded too (cli/fs/folding.py Places).
-        blocked: list[str] = []
-        for d in (*config.blocked_dirs, *private_dirs):
-            if d.strip():
-                blocked += [os.path.normpath(self._absolute(d)), self._real(d)]
-        self._blocked = Places(blocked)
+        self._blocked = Places(self._both_spellings((*config.blocked_dirs, *private_dirs)))
         self.blocked_dirs = self._blocked.dirs
         self.command_deny = tuple(re.compile(p, re.IGNORECASE) for p in config.commands.deny)
         # Both the file and, if the path given is a symlink, the link: deleting the link would
         # drop the config just as well.
-        self.config_files: tuple[str, ...] = ()
-        if config_path:
-            absolute = os.path.normpath(self._absolute(config_path))
-            parent, name = os.path.split(absolute)
-            entry = os.path.join(os.path.realpath(parent), name)
-            self.config_files = tuple(
-                dict.fromkeys((on_disk(os.path.realpath(absolute)), on_disk(entry)))
-            )
+        self.config_files = self._config_files(config_path)
         if config_dirs is None:
             config_dirs = [os.path.join(home, ".config", APP_NAME)]
         agent_paths = [*self.config_files]
@@ -189,22 +191,15 @@ class Policy:
             agent_paths += [os.path.normpath(self._absolute(d)), self._real(d)]
         # The dirs XDG_CONFIG_HOME and friends name: programs keep their configuration there
         # as under a dot-entry of the home (`dot_entry`), whatever the dir is called.
-        self.xdg_homes = tuple(
-            dict.fromkeys(
-                spelled
-                for var, _ in sensitive.XDG_DIRS
-                if os.path.isabs(value := (xdg or {}).get(var, "")) and not is_within(home, value)
-                for spelled in (os.path.normpath(value), on_disk(os.path.normpath(value)))
-            )
-        )
-        linked = [sensitive.literal(p) for p in _linked_dot_targets(home, self.xdg_homes)]
+        self.xdg_homes = _xdg_homes(home, xdg)
+        linked = [path_classes.literal(p) for p in _linked_dot_targets(home, self.xdg_homes)]
         # What the lists below were built from beside the config, kept so that
         # cli/safety/sources.py can say which entry a decision matched (nothing decides by them).
         self.path_var = path_var
         self.code_dirs = tuple(code_dirs)
         self.linked_dot_entries = tuple(linked)
-        self.xdg_env = {var: (xdg or {}).get(var, "") for var, _ in sensitive.XDG_DIRS}
-        self.classes = sensitive.build(
+        self.xdg_env = {var: (xdg or {}).get(var, "") for var, _ in path_classes.XDG_DIRS}
+        self.classes = path_classes.build(
             home,
             config.secrets,
             (*config.execution_surfaces, *linked),
@@ -215,8 +210,27 @@ class Policy:
             xdg,
             code_dirs,
         )
-        self.plain_dotfiles = sensitive.PlainNames(config.plain_dotfiles)
+        self.plain_dotfiles = dot_entries.PlainNames(config.plain_dotfiles)
         self._secret_files: SecretFiles | None = None  # built at the first hard link met
+
+    def _both_spellings(self, dirs: Sequence[str]) -> list[str]:
+        """Each dir but the blank ones, as written (made absolute) and with its symlinks
+        resolved."""
+        spelled: list[str] = []
+        for d in dirs:
+            if d.strip():
+                spelled += [os.path.normpath(self._absolute(d)), self._real(d)]
+        return spelled
+
+    def _config_files(self, config_path: str | None) -> tuple[str, ...]:
+        """The config file as the disk spells it, with its symlinks resolved, and the entry
+        the path given names (the link, if it is one); none without a config file."""
+        if not config_path:
+            return ()
+        absolute = os.path.normpath(self._absolute(config_path))
+        parent, name = os.path.split(absolute)
+        entry = os.path.join(os.path.realpath(parent), name)
+        return tuple(dict.fromkeys((on_disk(os.path.realpath(absolute)), on_disk(entry))))
 
     # -- settings -------------------------------------------------------------------------
 
@@ -379,15 +393,15 @@ class Policy:
         is complete (`.pdbrc`, `~/.lesskey`, `.iex.exs`…), so anything under a dot-entry of
         the home dir configures a program whatever the allowed dirs, and so does any path
         with a dot-entry below its allowed dir, but for a plain-data file name
-        (sensitive.PLAIN_DOTFILES, policy.plain_dotfiles) as its last component."""
-        home_entry = sensitive.home_dot_entry(path, self.classes.secrets.homes)
+        (dot_entries.PLAIN_DOTFILES, policy.plain_dotfiles) as its last component."""
+        home_entry = dot_entries.home_dot_entry(path, self.classes.secrets.homes)
         if home_entry:
             return f"under {home_entry}, a dot-entry of the home dir, which configures a program"
         xdg = next((d for d in self.xdg_homes if is_within(path, d)), None)
         if xdg:
             return f"under {xdg}, an XDG base dir of the home, which configures a program"
         root = self.root_of(path)
-        part = sensitive.dot_component(path, root, self.plain_dotfiles) if root else None
+        part = dot_entries.dot_component(path, root, self.plain_dotfiles) if root else None
         if part is None:
             return None
         where = "a dot-entry" if path.endswith("/" + part) else f"inside the dot-entry {part}"

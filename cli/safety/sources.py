@@ -20,7 +20,7 @@ from typing import Any
 from cli.config.settings import WRITE_TOOLS, is_mcp_name
 from cli.fs.folding import Places
 from cli.fs.paths import ResolvedPath, is_within
-from cli.safety import sensitive
+from cli.safety import dot_entries, path_classes, sensitive
 from cli.safety.policy import Decision, Policy, mcp_rule
 from cli.safety.shell_line import allowing_prefixes
 
@@ -196,7 +196,7 @@ def _agent_place(policy: Policy, place: str) -> Source:
 
 
 def _dot_entry(policy: Policy, form: str) -> list[Source]:
-    home_entry = sensitive.home_dot_entry(form, policy.classes.secrets.homes)
+    home_entry = dot_entries.home_dot_entry(form, policy.classes.secrets.homes)
     if home_entry:
         return [
             Source(DOT_ENTRY, "a dot-entry of the home dir, which configures a program", home_entry)
@@ -206,7 +206,7 @@ def _dot_entry(policy: Policy, form: str) -> list[Source]:
         what = "an XDG base dir ($XDG_CONFIG_HOME…), which configures programs"
         return [Source(ENVIRONMENT, what, xdg)]
     root = policy.root_of(form)
-    part = sensitive.dot_component(form, root, policy.plain_dotfiles) if root else None
+    part = dot_entries.dot_component(form, root, policy.plain_dotfiles) if root else None
     if part is None or root is None:
         return []
     what = f"a dot-entry below the allowed dir {root} (policy.plain_dotfiles names plain data)"
@@ -283,7 +283,9 @@ def _surface_entries(policy: Policy) -> Iterator[Entry]:
     built_in = "the built-in execution surfaces (cli/safety/sensitive.py EXECUTION_SURFACES)"
     listed = [(Source(BUILT_IN, built_in, g), g) for g in sensitive.EXECUTION_SURFACES]
     on_path = "a dir on $PATH: the programs there run by name"
-    listed += [(Source(ENVIRONMENT, on_path, d), d) for d in sensitive.path_dirs(policy.path_var)]
+    listed += [
+        (Source(ENVIRONMENT, on_path, d), d) for d in path_classes.path_dirs(policy.path_var)
+    ]
     own = "where this agent's own code is imported from"
     for d in policy.code_dirs:
         for spelled in dict.fromkeys((os.path.normpath(d), os.path.realpath(d))):
@@ -301,11 +303,11 @@ def _surface_entries(policy: Policy) -> Iterator[Entry]:
 
 
 def _with_xdg(policy: Policy, listed: list[tuple[Source, str]]) -> Iterator[Entry]:
-    """Each entry, then each as an XDG variable moves it (sensitive.xdg_entries)."""
+    """Each entry, then each as an XDG variable moves it (path_classes.xdg_entries)."""
     for source, glob in listed:
         yield source, glob, ""
     for source, glob in listed:
-        for moved in sensitive.xdg_entries([glob], policy.xdg_env):
+        for moved in path_classes.xdg_entries([glob], policy.xdg_env):
             yield replace(source, what=f"{source.what}, under an XDG base dir: {moved}"), moved, ""
 
 
@@ -315,6 +317,8 @@ def _matches(glob: str, regex: str, homes: tuple[str, ...], forms: Collection[st
 
 
 @functools.lru_cache(maxsize=4096)
-def _one_entry(glob: str, regex: str, homes: tuple[str, ...]) -> sensitive.PathClass:
+def _one_entry(glob: str, regex: str, homes: tuple[str, ...]) -> path_classes.PathClass:
     """One entry as a class of its own: matched by the very code the whole list is."""
-    return sensitive.PathClass("entry", (glob,) if glob else (), (regex,) if regex else (), homes)
+    return path_classes.PathClass(
+        "entry", (glob,) if glob else (), (regex,) if regex else (), homes
+    )

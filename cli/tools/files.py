@@ -12,7 +12,8 @@ from cli.errors import ToolError, Unrecorded
 from cli.fs import delete, reach, reading, removal, wording, writing
 from cli.fs.fingerprint import Fingerprint
 from cli.fs.paths import ResolvedPath
-from cli.journal.changes import Backup, Change, Check, Commit, identity, sha256
+from cli.journal.changes import Backup, Commit
+from cli.journal.records import Change, Check, identity, sha256
 from cli.tools import gate
 from cli.tools.base import Result, ToolContext
 from cli.tools.edits import Edit, EditFailed, plan_edit

@@ -34,7 +34,8 @@ from cli.fs.deadline import DeadlineExceeded
 from cli.fs.paths import ResolvedPath
 from cli.fs.renaming import rename
 from cli.fs.walk import MAX_WALK_DEPTH
-from cli.journal.changes import Change, Check, Commit, identity
+from cli.journal.changes import Commit
+from cli.journal.records import Change, Check, identity
 from cli.tools.base import Result, ToolContext
 
 MAX_CHECKED_ENTRIES = 10_000  # a larger tree is not looked through: a person decides

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from cli.errors import ToolError
 from cli.fs import reading
 from cli.fs.paths import display_path, resolve_path
-from cli.journal.changes import Change, ChangeStore, Timeline, new_step
+from cli.journal.changes import ChangeStore
+from cli.journal.records import Change
+from cli.journal.timeline import Timeline, new_step
 from cli.journal.undo import Step, UndoError, apply, choose, plan_change, precheck
 from cli.safety.policy import Policy
 from cli.ui.text import sanitize

@@ -7,7 +7,8 @@ from typing import TextIO
 from rich.console import Console
 
 from cli.loop.approval import Approval, ApprovalRequest
-from cli.ui.approve import Consequences, card, ring
+from cli.ui.approval_card import Consequences, card
+from cli.ui.approve import ring
 from cli.ui.keys import read_fresh_line
 from cli.ui.layout import Hanging
 

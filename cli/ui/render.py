@@ -34,7 +34,8 @@ from cli.loop.events import (
     ToolDecided,
     ToolResult,
 )
-from cli.ui.approve import CHANGE_TOOLS, describe
+from cli.ui.approval_card import describe
+from cli.ui.approve import CHANGE_TOOLS
 from cli.ui.cards import FOLD_LINES, Row, card_title, stats_line, tool_card
 from cli.ui.keys import TypeAhead
 from cli.ui.live import Region, StatusLine, live_capable

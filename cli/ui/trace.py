@@ -2,7 +2,8 @@
 that becomes the final answer or the `--json` object on stdout.
 
 The trace (tool names and arguments, thinking, notices) is sanitised wherever stderr goes;
-the answer on stdout only on a terminal (see `commands/run.py`): piped, it is the model's text.
+the answer on stdout only on a terminal (see `commands/run_drive.py`): piped, it is the
+model's text.
 
 On a terminal there is more: the answer streams onto stdout as chat renders it (Markdown,
 sanitised), a status line on stderr says what the run waits for while nothing else shows
@@ -253,19 +254,7 @@ class RunTrace:
                 self._status.expect(what, after=0, style="blue")
         elif isinstance(event, ToolResult):
             decided = event.decision
-            self.record.tool_calls.append(
-                {
-                    "name": event.call.name,
-                    "arguments": dict(event.call.arguments),
-                    "outcome": outcomes.outcome(decided, event.result),
-                    "decision": "allow" if decided.allowed else "deny",
-                    "approved_by": decided.approved_by or None,
-                    "rule": outcomes.rule(decided),
-                    "result": dict(event.result),
-                    # how the call was mended before it ran (agent.aids: repair), if it was
-                    **({"repairs": list(event.call.repairs)} if event.call.repairs else {}),
-                }
-            )
+            self._record_call(event)
             if decided.allowed:
                 self._line(decided, result_summary(event.call.name, event.result), event.result)
             self._status.expect(waiting)
@@ -276,26 +265,48 @@ class RunTrace:
             self._content = []
             self._last_text, self._step_text = "".join(self._step_text), []
         elif isinstance(event, Finished):
-            self.record.answer = event.answer
-            self.record.stop_reason = event.stop_reason
-            self.record.steps = event.steps
-            self.record.stats = event.stats
-            self.record.wall_time = event.wall_time
-            self._show_final(event.answer)
-            if event.stop_reason == "repeating":
-                self.console.print(
-                    "[yellow]stopped[/]: the model kept repeating a call that was refused"
-                )
-            if event.stop_reason == "max_steps":
-                pending = (
-                    f"; {event.pending_calls} pending tool call(s) not run"
-                    if event.pending_calls
-                    else ""
-                )
-                self.console.print(
-                    f"[yellow]step limit reached[/] after {event.steps} model calls{pending} "
-                    "(raise it with --max-steps or agent.max_steps)"
-                )
+            self._finish_run(event)
+
+    def _record_call(self, event: ToolResult) -> None:
+        """The call, its decision and its result, as the run record keeps them."""
+        decided = event.decision
+        self.record.tool_calls.append(
+            {
+                "name": event.call.name,
+                "arguments": dict(event.call.arguments),
+                "outcome": outcomes.outcome(decided, event.result),
+                "decision": "allow" if decided.allowed else "deny",
+                "approved_by": decided.approved_by or None,
+                "rule": outcomes.rule(decided),
+                "result": dict(event.result),
+                # how the call was mended before it ran (agent.aids: repair), if it was
+                **({"repairs": list(event.call.repairs)} if event.call.repairs else {}),
+            }
+        )
+
+    def _finish_run(self, event: Finished) -> None:
+        """The run's end: into the record, the answer shown if it did not stream, and why the
+        run stopped where it was not the model's choice."""
+        self.record.answer = event.answer
+        self.record.stop_reason = event.stop_reason
+        self.record.steps = event.steps
+        self.record.stats = event.stats
+        self.record.wall_time = event.wall_time
+        self._show_final(event.answer)
+        if event.stop_reason == "repeating":
+            self.console.print(
+                "[yellow]stopped[/]: the model kept repeating a call that was refused"
+            )
+        if event.stop_reason == "max_steps":
+            pending = (
+                f"; {event.pending_calls} pending tool call(s) not run"
+                if event.pending_calls
+                else ""
+            )
+            self.console.print(
+                f"[yellow]step limit reached[/] after {event.steps} model calls{pending} "
+                "(raise it with --max-steps or agent.max_steps)"
+            )
 
     def _show_final(self, answer: str) -> None:
         """An answer that did not stream as text (one the model gave only in its thinking,

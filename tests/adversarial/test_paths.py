@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from cli.backends.messages import ToolCall
-from cli.config.settings import PolicyConfig, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import PolicyConfig
 from cli.errors import ToolError
 from cli.fs import reach, reading, writing
 from cli.loop.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover

@@ -20,7 +20,8 @@ import requests
 
 import cli.backends.messages
 from cli.backends.messages import ChatChunk, ChatRequest, Stats, ToolCall
-from cli.backends.ollama import BUSY_RETRIES, OllamaClient, parse_chunk, parse_tool_call
+from cli.backends.ollama import BUSY_RETRIES, OllamaClient
+from cli.backends.ollama_dialect import parse_chunk, parse_tool_call
 from cli.errors import (
     BackendError,
     ModelNotFound,

@@ -17,13 +17,9 @@ import pytest
 import requests
 
 from cli.backends.messages import MAX_LINE_BYTES, ChatChunk, ChatRequest, ToolCall
-from cli.backends.openai import (
-    ASSUMED_CAPABILITIES,
-    BUSY_RETRIES,
-    OpenAIClient,
-    parse_arguments,
-    wire_messages,
-)
+from cli.backends.openai import OpenAIClient, parse_arguments, wire_messages
+from cli.backends.openai_models import ASSUMED_CAPABILITIES
+from cli.backends.sending import BUSY_RETRIES
 from cli.errors import (
     BackendError,
     ContextTooLong,
@@ -749,7 +745,8 @@ def test_model_info_assumes_tools_and_says_so(client: OpenAIClient) -> None:
     info = client.model_info(MODEL)
     assert info.capabilities == ASSUMED_CAPABILITIES
     assert info.supports_tools and not info.supports_thinking
-    assert "does not say what" in info.note and "assuming it takes tools" in info.note
+    said = info.assumed_note  # said the first time only (cli/commands/frame.py model_note)
+    assert "does not say what" in said and "assuming it takes tools" in said and not info.note
     assert info.context_length is None
 
 
@@ -757,7 +754,8 @@ def test_capabilities_the_server_reports_are_used(openai: FakeOpenAI, client: Op
     openai.add_model("lms", capabilities=["tool_use", "reasoning"])
     openai.add_model("plain", capabilities=["completion"])
     thinker = client.model_info("lms")
-    assert thinker.supports_tools and thinker.supports_thinking and thinker.note == ""
+    assert thinker.supports_tools and thinker.supports_thinking
+    assert thinker.note == thinker.assumed_note == ""
     assert not client.model_info("plain").supports_tools
 
 
@@ -780,14 +778,14 @@ def test_a_server_with_one_model_serves_it_whatever_the_name(
     openai.models = {"/models/smollm2-135m-instruct.gguf": {"owned_by": "me"}}
     info = client.model_info("smollm2")
     assert info.name == "smollm2" and info.supports_tools
-    assert "serves only '/models/smollm2-135m-instruct.gguf'" in info.note
-    assert "assuming it takes tools" in info.note
+    assert "serves only '/models/smollm2-135m-instruct.gguf'" in info.note  # every start
+    assert "assuming it takes tools" in info.assumed_note
 
 
 def test_a_server_without_models_is_trusted(openai: FakeOpenAI, client: OpenAIClient) -> None:
     openai.models_endpoint = False
     info = client.model_info("anything")
-    assert info.supports_tools and info.note
+    assert info.supports_tools and info.assumed_note
     with pytest.raises(BackendError) as listing:
         client.list_models()
     assert "-m" in str(listing.value)

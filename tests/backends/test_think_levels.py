@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.config.settings import parse_config
+from cli.config.loading import parse_config
 from cli.errors import ConfigError
 from cli.loop.events import Notice
 from tests.conftest import MakeAgent, MakeChat, RunCli

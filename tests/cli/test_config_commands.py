@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.config.settings import Config, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import Config
 from tests.conftest import REPO, RunCli
 
 

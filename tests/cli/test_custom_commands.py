@@ -186,7 +186,7 @@ def test_without_command_one_prompt_is_still_required(run_cli: RunCli) -> None:
 
 
 def test_the_built_in_names_are_the_chats_commands() -> None:
-    from cli.ui.repl import COMMANDS
+    from cli.ui.chat_commands import COMMANDS
 
     assert sorted(BUILTIN_NAMES) == sorted(name[1:] for name in COMMANDS)
 

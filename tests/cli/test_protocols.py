@@ -10,15 +10,13 @@ of them for both; `test_openai_mode_passes_the_same_end_to_end_suite` is that cl
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pexpect
 import pytest
 
 from cli.wiring import Choices
@@ -28,9 +26,9 @@ from tests.fakes.fake_ollama import FakeOllama, Stream, reply, tool_call
 from tests.fakes.fake_ollama import HttpError as OllamaHttpError
 from tests.fakes.fake_openai import Answer, Call, Events, FakeOpenAI
 from tests.fakes.fake_openai import HttpError as OpenAIHttpError
+from tests.pty.driver import Chat, Ttys
 
 ENTER = "\r"
-PROMPT = "›"
 
 
 @pytest.fixture
@@ -484,56 +482,45 @@ def test_chat_reports_a_server_error_and_goes_on(make_chat: MakeChat, server: Se
 
 
 @pytest.fixture
-def pty_chat(server: Server, workspace: Path) -> Iterator[pexpect.spawn]:
-    env = {**os.environ, "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat", *server.args],
-        cwd=str(workspace),
-        env=env,
-        encoding="utf-8",
-        timeout=20,
-        dimensions=(40, 110),
-    )
-    child.expect("metona-agent")
-    child.expect(PROMPT)
-    child.header = child.before  # what was said between the banner and the first prompt
-    yield child
-    if child.isalive():
-        child.terminate(force=True)
+def pty_chat(server: Server, ttys: Ttys) -> Chat:
+    chat = ttys.chat(*server.args, cols=110, timeout=20)
+    assert "metona-agent" in chat.text()
+    return chat
 
 
 @pytest.mark.pty
-def test_agent_chat_in_a_terminal(pty_chat: pexpect.spawn, server: Server, workspace: Path) -> None:
+def test_agent_chat_in_a_terminal(pty_chat: Chat, server: Server, workspace: Path) -> None:
     if server.api == "openai":  # the model check says once what it had to assume
-        assert "assuming it takes tools" in " ".join(pty_chat.header.split())
+        assert "assuming it takes tools" in pty_chat.flat()  # said before the first prompt
     server.answer(calls=[("write_file", {"path": "todo.md", "content": "- milk\n"})])
     server.answer("Created todo.md.")
-    pty_chat.send("make a todo list\r")
-    pty_chat.expect("waiting for confirmation")
-    pty_chat.expect(r"\[y\] yes")
-    pty_chat.send("y")
-    pty_chat.expect("Created todo.md.")
-    pty_chat.expect(PROMPT)
+    pty_chat.line("make a todo list")
+    pty_chat.wait("waiting for confirmation")
+    pty_chat.press("y", then="[y] yes")
+    pty_chat.wait_turn_end(then="Created todo.md.")
     assert (workspace / "todo.md").read_text() == "- milk\n"
-    pty_chat.send("/exit\r")
-    pty_chat.expect(pexpect.EOF)
-    pty_chat.close()
-    assert pty_chat.exitstatus == 0
+    assert pty_chat.exit() == 0
 
 
 @pytest.mark.pty
-def test_agent_chat_exits_1_for_an_unknown_model(server: Server, workspace: Path) -> None:
+def test_agent_chat_exits_1_for_an_unknown_model(server: Server, ttys: Ttys) -> None:
     server.add_model("other:1b")
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat", *server.args, "-m", "ghost:1b"],
-        cwd=str(workspace),
-        env={**os.environ, "PROMPT_TOOLKIT_NO_CPR": "1"},
-        encoding="utf-8",
-        timeout=20,
-    )
-    child.expect("ghost:1b")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 1
+    chat = ttys.chat(*server.args, "-m", "ghost:1b", ready=False, timeout=20)
+    chat.wait("ghost:1b")
+    assert chat.wait_exit() == 1
+
+
+def test_what_had_to_be_assumed_about_the_model_is_said_once_not_at_every_start(
+    run_cli: RunCli, openai: FakeOpenAI
+) -> None:
+    """A server that does not say what its model can do: the note comes at the first start
+    with this server and model, not at the next ones (with -v, every time)."""
+    server = Server("openai", openai)
+    said = "does not say what 'qwen3:8b' can do"
+    counts = []
+    for flags in ([], [], ["-v"], []):
+        server.answer("Answer.")
+        r = run_cli("run", *server.args, *flags, "q")
+        assert r.code == 0, r.stderr
+        counts.append(r.stderr.count(said))
+    assert counts == [1, 0, 1, 0]

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from cli.backends.ollama import normalize_host
-from cli.config.settings import Config, find_config, load_config, parse_config, resolve_host
+from cli.config.loading import load_config, parse_config
+from cli.config.settings import Config, find_config, resolve_host
 from cli.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,15 +17,16 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from cli.config.settings import parse_config
+from cli.config.loading import parse_config
 from cli.records.audit import default_path, verify
 from cli.records.audit_events import AuditLog, new_session_id
 from cli.records.sessions import SessionStore
 from cli.ui.approve import ChatApprover
+from cli.ui.chat_commands import COMMANDS
 from cli.ui.editor import ChatCompleter, make_prompt
 from cli.ui.keys import PromptKeys
 from cli.ui.render import ChatRenderer
-from cli.ui.repl import COMMANDS, ChatSession
+from cli.ui.repl import ChatSession
 from cli.wiring import Choices, build_agent
 from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, HttpError, reply, tool_call

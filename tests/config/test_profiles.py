@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.config.loading import parse_config
 from cli.config.profiles import BUILT_IN, parameters, profile_for, size_bound
-from cli.config.settings import ModelProfileConfig, parse_config
+from cli.config.settings import ModelProfileConfig
 from cli.errors import ConfigError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "eval.md"

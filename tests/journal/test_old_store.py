@@ -19,12 +19,12 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 from tests.fixtures.make_old_store import ROOT
+from tests.pty.driver import Ttys
 
 TARBALL = Path(__file__).parent.parent / "fixtures" / "store-fda2659.tar.gz"
 
@@ -106,7 +106,7 @@ def test_a_store_written_by_the_release_before_undoes_redoes_and_verifies(
 
 
 def test_a_chat_saved_by_the_release_before_resumes_with_its_history(
-    old_state: Path, ollama: FakeOllama
+    old_state: Path, ollama: FakeOllama, ttys: Ttys
 ) -> None:
     listed = agent(old_state, ollama, "sessions", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -114,24 +114,12 @@ def test_a_chat_saved_by_the_release_before_resumes_with_its_history(
     assert session["kind"] == "chat" and session["turns"] == 1
 
     ollama.enqueue(reply("Still here."))
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat", "--resume", session["name"]],
-        cwd=str(old_state / "project"),
-        env={**env_of(old_state, ollama), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"},
-        encoding="utf-8",
-        timeout=30,
-        dimensions=(40, 110),
-    )
-    try:
-        child.expect("›")
-        child.send("and again\r")
-        child.expect("Still here")
-        child.expect("›")
-        child.sendcontrol("d")
-        child.expect(pexpect.EOF)
-    finally:
-        child.terminate(force=True)
+    chat = ttys.chat(
+        "--resume", session["name"], host=ollama.url, cwd=old_state / "project", cols=110,
+        env=env_of(old_state, ollama), timeout=30,
+    )  # fmt: skip
+    chat.say("and again", then="Still here")
+    chat.quit()
     [body] = ollama.chat_bodies
     said = [typed(m["content"]) for m in body["messages"] if m["role"] in ("user", "assistant")]
     assert said == ["say hello", "Hello from the saved chat.", "and again"]

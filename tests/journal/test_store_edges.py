@@ -21,7 +21,8 @@ import pexpect
 import pytest
 
 from cli.fs import _platform, reach
-from cli.journal.changes import Change, ChangeStore
+from cli.journal.changes import ChangeStore
+from cli.journal.records import Change
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 

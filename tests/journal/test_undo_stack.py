@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from cli.journal.changes import Change, ChangeStore
+from cli.journal.changes import ChangeStore
+from cli.journal.records import Change
 from cli.loop.events import ToolCall, ToolDecided, ToolResult
 from tests.conftest import MakeAgent, MakeChat, RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.journal.changes import Change, ChangeStore, sha256
+from cli.journal.changes import ChangeStore
+from cli.journal.records import Change, sha256
 from cli.journal.undo import UndoError, apply, plan
 from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call

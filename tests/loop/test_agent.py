@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cli.loop.agent import ASK_AGAIN, Agent
+from cli.loop.agent import Agent
 from cli.loop.approval import Approval
 from cli.loop.events import (
     ContentDelta,
@@ -20,6 +20,7 @@ from cli.loop.events import (
     ToolDecided,
     ToolResult,
 )
+from cli.loop.requests import ASK_AGAIN
 from cli.tools import ALL_TOOLS, Tool
 from tests.conftest import MakeAgent
 from tests.fakes.context import block_of

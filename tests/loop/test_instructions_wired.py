@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from cli.loop.events import ToolDecided
 from tests.conftest import MakeAgent, RunCli
 from tests.fakes.context import block_of, typed
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
+from tests.pty.driver import Ttys
 
 HOSTILE = (
     "# Project rules\n"
@@ -100,22 +100,14 @@ def test_instructions_do_not_loosen_an_unattended_run(
     assert (workspace / "AGENTS.md").exists()
 
 
-def test_chat_header_names_the_instruction_files(ollama: FakeOllama, workspace: Path) -> None:
-    import os
-    import sys
-
+def test_chat_header_names_the_instruction_files(
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
+) -> None:
     (workspace / "AGENTS.md").write_text("Be brief.\n")
-    env = {**os.environ, "OLLAMA_HOST": ollama.url, "PROMPT_TOOLKIT_NO_CPR": "1"}
-    child = pexpect.spawn(
-        sys.executable, ["-m", "cli", "chat"], cwd=str(workspace), env=env,
-        encoding="utf-8", timeout=20, dimensions=(40, 110),
-    )  # fmt: skip
-    try:
-        child.expect("metona-agent")
-        child.expect("instructions: AGENTS.md")
-        child.expect("›")
-    finally:
-        child.terminate(force=True)
+    chat = ttys.chat(host=ollama.url, cols=110, timeout=20)
+    header = chat.flat()
+    assert "metona-agent" in header
+    assert "instructions: AGENTS.md" in header
 
 
 def test_an_agents_md_cannot_close_the_context_block_and_speak_as_the_user(

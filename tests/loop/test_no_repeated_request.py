@@ -13,8 +13,8 @@ import pytest
 
 from cli.backends.messages import ChatRequest
 from cli.errors import AgentError, ContextTooLong
-from cli.loop.agent import ASK_AGAIN
 from cli.loop.events import Notice
+from cli.loop.requests import ASK_AGAIN
 from tests.conftest import MakeAgent, RunCli
 from tests.fakes.fake_ollama import FakeOllama, HttpError, Stream, context_error, reply, tool_call
 from tests.fakes.fake_openai import Answer, FakeOpenAI
@@ -127,7 +127,7 @@ def test_the_one_place_that_sends_refuses_the_last_request_again(
 
 
 def _turn() -> Any:
-    from cli.loop.agent import _Turn
+    from cli.loop.streaming import _Turn
 
     return _Turn()
 

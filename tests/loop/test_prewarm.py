@@ -117,9 +117,9 @@ def test_a_first_message_larger_than_the_prewarm_takes_its_own_size_not_the_most
 def test_a_stalled_prewarm_is_waited_for_a_bounded_time(
     make_agent: MakeAgent, ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import cli.loop.agent as agent_module
+    import cli.loop.requests as requests_module
 
-    monkeypatch.setattr(agent_module, "PREWARM_WAIT", 0.2)
+    monkeypatch.setattr(requests_module, "PREWARM_WAIT", 0.2)
     ollama.prewarm_delay = 3.0
     ollama.enqueue(reply("ok"))
     harness = make_agent()

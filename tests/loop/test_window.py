@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from cli.loop.agent import SUMMARISE
 from cli.loop.events import Finished, Notice
+from cli.loop.streaming import SUMMARISE
 from tests.conftest import Choices, MakeAgent, MakeChat, RunCli, harness
 from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, HttpError, reply, tool_call

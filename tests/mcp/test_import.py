@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli.config.settings import parse_config
+from cli.config.loading import parse_config
 from cli.errors import UsageError
 from cli.mcp.merging import merge_servers
 from tests.conftest import RunCli

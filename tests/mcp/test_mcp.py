@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from cli.config.settings import McpServerConfig, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import McpServerConfig
 from cli.mcp.protocol import tool_result
 from cli.mcp.servers import McpServers, tool_names
 from cli.records.audit import tail
@@ -121,7 +122,7 @@ def test_the_confirmation_card_shows_server_tool_and_arguments() -> None:
     from cli.backends.messages import ToolCall
     from cli.loop.approval import ApprovalRequest
     from cli.safety.policy import Decision
-    from cli.ui.approve import card
+    from cli.ui.approval_card import card
 
     call = ToolCall("mcp__git__log", {"repo": "/etc", "nested": {"a": [1, 2]}, "evil": "\x1b[2J"})
     request = ApprovalRequest(

@@ -13,10 +13,7 @@ from cli.backends.messages import Stats
 from cli.loop.events import Finished
 from cli.ui.render import ChatRenderer
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
-from tests.fakes.vt import Term
-from tests.pty.test_terminal_ui import at_prompt, chat, say, terms
-
-__all__ = ["terms"]  # a fixture, imported to be used here
+from tests.pty.driver import Ttys
 
 
 def test_the_stats_give_working_and_waiting_time_apart() -> None:
@@ -39,7 +36,7 @@ def test_the_stats_give_working_and_waiting_time_apart() -> None:
 @pytest.mark.pty
 @pytest.mark.parametrize("bell", [True, False], ids=["default", "bell-false"])
 def test_a_waiting_confirmation_rings_the_bell(
-    ollama: FakeOllama, workspace: Path, home: Path, terms: list[Term], bell: bool
+    ollama: FakeOllama, workspace: Path, home: Path, ttys: Ttys, bell: bool
 ) -> None:
     if not bell:
         config = home / ".config" / "metona-agent" / "config.yaml"
@@ -49,12 +46,12 @@ def test_a_waiting_confirmation_rings_the_bell(
         reply(tool_calls=[tool_call("write_file", {"path": "todo.md", "content": "x\n"})]),
         reply("Written."),
     )
-    term = chat(ollama, workspace, terms, 80)
+    term = ttys.chat(host=ollama.url, cols=80)
     assert "\a" not in term.raw
-    say(term, "write it")
-    term.wait("allow?")
+    term.line("write it")
+    term.wait_card(then="allow?")
     term.settle()
     assert ("\a" in term.raw) is bell
-    term.send("y")
-    term.wait(lambda s: "Written." in s.text() and at_prompt(s))
+    term.press("y")
+    term.wait_turn_end(then="Written.")
     assert "waiting for you" in term.screen.text()

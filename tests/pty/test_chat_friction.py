@@ -14,10 +14,8 @@ import yaml
 
 from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
-from tests.fakes.vt import Term
-from tests.pty.test_terminal_ui import at_prompt, chat, say, terms
+from tests.pty.driver import Ttys
 
-__all__ = ["terms"]  # a fixture, imported to be used here
 pytestmark = pytest.mark.pty
 
 SERVER = str(Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py")
@@ -39,10 +37,10 @@ def mcp_script(tmp: Path) -> str:
 
 
 def test_the_header_shows_confirm_none_at_40_columns(
-    ollama: FakeOllama, workspace: Path, home: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, home: Path, ttys: Ttys
 ) -> None:
     write_config(home, {"policy": {"confirm": "none"}})
-    term = chat(ollama, workspace, terms, 40)
+    term = ttys.chat(host=ollama.url, cols=40)
     rows = term.screen.transcript()
     said = [row for row in rows if row.startswith("confirm: none")]
     assert said, "\n".join(rows)
@@ -50,9 +48,9 @@ def test_the_header_shows_confirm_none_at_40_columns(
 
 
 def test_the_header_names_the_default_approval_mode(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
-    term = chat(ollama, workspace, terms, 120)
+    term = ttys.chat(host=ollama.url, cols=120)
     rows = term.screen.transcript()
     at = next(i for i, row in enumerate(rows) if "metona-agent" in row)
     # a long workspace path (a parallel run's temp dirs are longer) wraps the header's end
@@ -65,40 +63,38 @@ def test_the_header_names_the_default_approval_mode(
 
 
 def test_an_mcp_server_that_cannot_start_is_said_before_the_first_message(
-    ollama: FakeOllama, workspace: Path, home: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, home: Path, ttys: Ttys
 ) -> None:
     missing = str(workspace / "no-such-server")
     write_config(home, {"mcp": {"servers": {"broken": {"command": missing}}}})
-    term = chat(ollama, workspace, terms, 80)
+    term = ttys.chat(host=ollama.url, cols=80)
     term.wait("MCP server broken:")
-    term.wait(at_prompt)
+    term.wait_ready()
     assert ollama.chat_bodies == []  # said with nothing sent
     ollama.enqueue(reply("Hello."))
-    say(term, "hi")
-    term.wait("Hello.")
-    term.wait(at_prompt)
+    term.say("hi", then="Hello.")
     assert term.screen.text().count("MCP server broken:") == 1  # not again at the first message
 
 
 def test_an_mcp_failure_known_while_typing_shows_above_the_prompt(
-    ollama: FakeOllama, workspace: Path, home: Path, terms: list[Term], tmp_path: Path
+    ollama: FakeOllama, workspace: Path, home: Path, ttys: Ttys, tmp_path: Path
 ) -> None:
     gate = tmp_path / "fail-now"
     # A server that fails only when the test says so: the prompt is being read by then.
     command = f"while [ ! -e {gate} ]; do sleep 0.05; done; exit 3"
     servers = {"late": {"command": "/bin/sh", "args": ["-c", command], "startup_timeout": 120}}
     write_config(home, {"mcp": {"servers": servers}})
-    term = chat(ollama, workspace, terms, 80)
-    term.send("half typed")
+    term = ttys.chat(host=ollama.url, cols=80)
+    term.keys("half typed")
     term.wait("half typed")
     assert "MCP server late" not in term.screen.text()
     gate.touch()
     term.wait("MCP server late:")
-    term.wait(lambda s: at_prompt(s) and "half typed" in s.cursor_row())
+    term.wait_ready(holding="half typed")
     assert ollama.chat_bodies == []
     # What was typed is still there: Enter sends it.
     ollama.enqueue(reply("Got it."))
-    term.send("\r")
+    term.keys("\r")
     term.wait("Got it.")
     users = [typed(m["content"]) for m in ollama.chat_bodies[0]["messages"] if m["role"] == "user"]
     assert users == ["half typed"]
@@ -108,7 +104,7 @@ def test_an_mcp_failure_known_while_typing_shows_above_the_prompt(
 
 
 def test_an_mcp_card_previews_the_result_sanitised(
-    ollama: FakeOllama, workspace: Path, home: Path, terms: list[Term], tmp_path: Path
+    ollama: FakeOllama, workspace: Path, home: Path, ttys: Ttys, tmp_path: Path
 ) -> None:
     servers = {"s": {"command": sys.executable, "args": [SERVER, mcp_script(tmp_path)]}}
     write_config(home, {"mcp": {"servers": servers}, "policy": {"tools": {"mcp__s__*": "allow"}}})
@@ -117,9 +113,8 @@ def test_an_mcp_card_previews_the_result_sanitised(
         reply(tool_calls=[tool_call("mcp__s__echo", {"text": text})]),
         reply("It echoed."),
     )
-    term = chat(ollama, workspace, terms, 80)
-    say(term, "echo it")
-    term.wait(lambda s: "It echoed." in s.text() and at_prompt(s))
+    term = ttys.chat(host=ollama.url, cols=80)
+    term.say("echo it", then="It echoed.")
     rows = term.screen.transcript()
     first = next(i for i, row in enumerate(rows) if "allowed by policy" in row)  # title's end
     assert rows[first + 1].strip() == "first line of the result"
@@ -131,14 +126,12 @@ def test_an_mcp_card_previews_the_result_sanitised(
 
 
 def test_models_in_chat_shows_what_agent_models_shows(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
     ollama.add_model("gemma3:4b", ["completion", "vision"], context_length=131072, size=3 << 30)
     ollama.loaded["qwen3:8b"] = 8192
-    term = chat(ollama, workspace, terms, 120)
-    say(term, "/models")
-    term.wait("gemma3:4b")
-    term.wait(at_prompt)
+    term = ttys.chat(host=ollama.url, cols=120)
+    term.say("/models", then="gemma3:4b")
     rows = term.screen.transcript()
     gemma = next(row for row in rows if "gemma3:4b" in row)
     qwen = next(row for row in rows if row.startswith("* qwen3:8b"))
@@ -151,32 +144,30 @@ def test_models_in_chat_shows_what_agent_models_shows(
 
 
 def test_a_long_card_line_hangs_under_its_card_at_40_columns(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
     path = "a-rather-long-directory/with-a-longer-subdirectory/and-the-file-at-last.md"
     ollama.enqueue(
         reply(tool_calls=[tool_call("write_file", {"path": path, "content": "x\n"})]),
         reply("Written."),
     )
-    term = chat(ollama, workspace, terms, 40)
-    say(term, "write it")
-    term.wait("allow?")
+    term = ttys.chat(host=ollama.url, cols=40)
+    term.line("write it")
+    term.wait_card(then="allow?")
     term.settle()
     rows = term.screen.transcript()
     start = next(i for i, row in enumerate(rows) if "write_file" in row)
     end = next(i for i, row in enumerate(rows) if i > start and "why:" in row)
     card = rows[start + 1 : end + 1]
     assert all(row.startswith(" ") for row in card), "\n".join(rows[start : end + 1])
-    term.send("y")
-    term.wait(lambda s: "Written." in s.text() and at_prompt(s))
+    term.press("y")
+    term.wait_turn_end(then="Written.")
     rows = term.screen.transcript()
     done = max(i for i, row in enumerate(rows) if "write_file" in row)
     assert rows[done + 1].startswith("  "), "\n".join(rows[done:])  # the final card's title too
 
 
-def test_a_crlf_file_diff_says_crlf_once(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
-) -> None:
+def test_a_crlf_file_diff_says_crlf_once(ollama: FakeOllama, workspace: Path, ttys: Ttys) -> None:
     (workspace / "win.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
     edit = {"path": "win.txt", "old_string": "two", "new_string": "TWO"}
     ollama.enqueue(
@@ -184,14 +175,14 @@ def test_a_crlf_file_diff_says_crlf_once(
         reply(tool_calls=[tool_call("edit_file", edit)]),
         reply("Edited."),
     )
-    term = chat(ollama, workspace, terms, 80)
-    say(term, "shout two")
-    term.wait("allow?")
+    term = ttys.chat(host=ollama.url, cols=80)
+    term.line("shout two")
+    term.wait_card(then="allow?")
     term.settle()
     text = term.screen.text()
     assert "line endings: CRLF" in text
     assert "\\r" not in text
     assert "-two" in text and "+TWO" in text
-    term.send("y")
-    term.wait(lambda s: "Edited." in s.text() and at_prompt(s))
+    term.press("y")
+    term.wait_turn_end(then="Edited.")
     assert (workspace / "win.txt").read_bytes() == b"one\r\nTWO\r\nthree\r\n"

@@ -5,40 +5,20 @@ context block. With `agent.prewarm: false` the first message pays for the whole 
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from tests.fakes.context import block_of, first_user_text
 from tests.fakes.fake_ollama import FakeOllama, reply
 from tests.fakes.fake_openai import Answer, FakeOpenAI
 from tests.fakes.server_work import ServerWork, tokenize
+from tests.pty.driver import Ttys
 
 pytestmark = pytest.mark.pty
-PROMPT = "›"
 MARKUP = 4  # the fake's markers around a user message, and a token where a prefix ends
-
-
-def _chat(workspace: Path, args: list[str], config: str) -> pexpect.spawn:
-    (workspace.parent / "chat.yaml").write_text(config)
-    env = {**os.environ, "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"}
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat", "-c", str(workspace.parent / "chat.yaml"), *args],
-        cwd=str(workspace),
-        env=env,
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(40, 110),
-    )
-    child.expect("metona-agent")
-    child.expect(PROMPT)
-    return child
 
 
 def _wait(condition: Callable[[], bool], seconds: float = 30) -> None:
@@ -60,29 +40,34 @@ def server(
 
 
 def _say_hello(
-    workspace: Path, fake: FakeOllama | FakeOpenAI, args: list[str], *, prewarm: bool
+    ttys: Ttys,
+    workspace: Path,
+    fake: FakeOllama | FakeOpenAI,
+    args: list[str],
+    *,
+    prewarm: bool,
 ) -> None:
     """`agent chat` with agent.prewarm on or off: once its prewarm (if any) reached the
     server, one message, "hello", and its answer; then the chat is ended."""
-    child = _chat(workspace, args, f"agent: {{prewarm: {str(prewarm).lower()}}}\n")
+    config = workspace.parent / "chat.yaml"
+    config.write_text(f"agent: {{prewarm: {str(prewarm).lower()}}}\n")
+    chat = ttys.chat("-c", str(config), *args, cols=110)
     try:
         if prewarm:
             _wait(lambda: len(fake.prewarm_bodies) == 1)  # sent while nobody has typed
         fake.enqueue(
             reply("Hello there.") if isinstance(fake, FakeOllama) else Answer("Hello there.")
         )
-        child.send("hello\r")
-        child.expect("Hello there.")
-        child.expect(PROMPT)
+        chat.say("hello", then="Hello there.")
     finally:
-        child.terminate(force=True)
+        chat.close()
 
 
 def test_with_prewarm_the_first_message_evaluates_only_itself_and_the_context(
-    server: tuple[FakeOllama | FakeOpenAI, list[str]], workspace: Path
+    server: tuple[FakeOllama | FakeOpenAI, list[str]], workspace: Path, ttys: Ttys
 ) -> None:
     fake, args = server
-    _say_hello(workspace, fake, args, prewarm=True)
+    _say_hello(ttys, workspace, fake, args, prewarm=True)
     (warm,) = fake.prewarm_bodies
     (first,) = fake.chat_bodies
     # The same start: system prompt, tools, and a first user message that is the block.
@@ -105,10 +90,10 @@ def test_with_prewarm_the_first_message_evaluates_only_itself_and_the_context(
 
 
 def test_without_prewarm_the_first_message_pays_for_the_whole_prompt(
-    server: tuple[FakeOllama | FakeOpenAI, list[str]], workspace: Path
+    server: tuple[FakeOllama | FakeOpenAI, list[str]], workspace: Path, ttys: Ttys
 ) -> None:
     fake, args = server
-    _say_hello(workspace, fake, args, prewarm=False)
+    _say_hello(ttys, workspace, fake, args, prewarm=False)
     assert fake.prewarm_bodies == []
     work = fake.server_work
     assert work is not None and work.requests == 1

@@ -50,3 +50,45 @@ def test_piped_run_at_a_terminal_asks_on_the_terminal(
     assert "old text" in ollama.chat_bodies[0]["messages"][-1]["content"]  # the pipe was read
     sent = ollama.chat_bodies[1]["messages"][-1]["content"]
     assert "not run from a terminal" not in sent
+
+
+# A job started in the background: its own process group, which is not the terminal's
+# foreground group (what `cmd | agent run … &` in an interactive shell makes).
+BACKGROUND = r"""
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    os.execv(sys.executable, [sys.executable, "-m", "cli", "run", sys.argv[1]])
+_, status = os.waitpid(pid, os.WUNTRACED)
+print("STOPPED" if os.WIFSTOPPED(status) else f"EXIT {os.waitstatus_to_exitcode(status)}")
+if os.WIFSTOPPED(status):
+    os.kill(pid, 9)
+"""
+
+
+def test_a_piped_run_in_the_background_asks_no_one_and_is_not_stopped(
+    ollama: FakeOllama, workspace: Path
+) -> None:
+    ollama.enqueue(
+        reply(tool_calls=[tool_call("write_file", {"path": "fixed.txt", "content": "new\n"})]),
+        reply("finished"),
+    )
+    env = {**os.environ, "OLLAMA_HOST": ollama.url, "TERM": "dumb"}
+    child = pexpect.spawn(
+        "/bin/sh",
+        ["-c", f"printf 'old\\n' | {shlex.quote(sys.executable)} -c {shlex.quote(BACKGROUND)} fix"],
+        cwd=str(workspace),
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(40, 120),
+    )
+    child.expect(r"STOPPED|EXIT \d+")
+    ended = child.after
+    child.expect(pexpect.EOF)
+    child.close()
+    assert ended == "EXIT 0", child.before  # not stopped by SIGTTIN on /dev/tty
+    assert not (workspace / "fixed.txt").exists()  # no one was asked: not written
+    sent = ollama.chat_bodies[1]["messages"][-1]["content"]
+    assert "not run from a terminal" in sent or "no one can be asked" in sent

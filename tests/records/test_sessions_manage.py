@@ -7,19 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
-import sys
 import time
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from cli.records.sessions import Session, SessionStore, conversation_turns
 from tests.conftest import MakeChat, RunCli
 from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, Stream, reply, tool_call
+from tests.pty.driver import Chat, Ttys
 
 CHAT = [
     {"role": "system", "content": "sys"},
@@ -86,7 +83,7 @@ def test_an_interrupted_run_is_saved_as_a_run_and_resume_picks_the_chat(
 
 
 def test_chat_resume_without_a_name_reopens_the_last_chat_and_shows_it(
-    ollama: FakeOllama, home: Path, workspace: Path
+    ollama: FakeOllama, home: Path, workspace: Path, ttys: Ttys
 ) -> None:
     store = SessionStore(sessions_dir(home))
     long_answer = "The answer, at length. " * 30
@@ -94,37 +91,25 @@ def test_chat_resume_without_a_name_reopens_the_last_chat_and_shows_it(
                {"role": "assistant", "content": long_answer}], cwd=str(workspace))  # fmt: skip
     time.sleep(0.05)
     store.save("run-2026-12-01_11-00-00", "qwen3:8b", CHAT, kind="run", cwd=str(workspace))
-    env = {**os.environ, "OLLAMA_HOST": ollama.url, "PROMPT_TOOLKIT_NO_CPR": "1"}
-    child = pexpect.spawn(
-        sys.executable, ["-m", "cli", "chat", "--resume"], cwd=str(workspace), env=env,
-        encoding="utf-8", timeout=20, dimensions=(40, 120),
-    )  # fmt: skip
-    try:
-        child.expect("loaded session chat-a: 2 turns")
-        child.expect("› fix the typo")  # the last turns again
-        child.expect("Fixed it.")
-        child.expect("› and\\?")
-        child.expect("The answer, at length.")
-        child.expect("›")
-        child.send("/exit\r")
-        child.expect("session saved as chat-a")
-        child.expect("agent chat --resume chat-a")
-        child.expect(pexpect.EOF)
-    finally:
-        if child.isalive():
-            child.kill(signal.SIGKILL)
+    chat = ttys.chat("--resume", host=ollama.url, cols=120, timeout=20)
+    shown = chat.screen.transcript()
+    at = [
+        next(i for i, row in enumerate(shown) if text in row)
+        for text in ("loaded session chat-a: 2 turns", "› fix the typo", "Fixed it.", "› and?")
+    ]  # the last turns again, in order
+    assert at == sorted(at), shown
+    assert "The answer, at length." in " ".join(shown[at[-1] :])
+    chat.exit()
+    assert "session saved as chat-a" in chat.flat()
+    assert "agent chat --resume chat-a" in chat.flat()
 
 
-def _resume(ollama: FakeOllama, workspace: Path) -> pexpect.spawn:
-    env = {**os.environ, "OLLAMA_HOST": ollama.url, "PROMPT_TOOLKIT_NO_CPR": "1"}
-    return pexpect.spawn(
-        sys.executable, ["-m", "cli", "chat", "--resume"], cwd=str(workspace), env=env,
-        encoding="utf-8", timeout=20, dimensions=(40, 200),
-    )  # fmt: skip
+def _resume(ttys: Ttys, ollama: FakeOllama) -> Chat:
+    return ttys.chat("--resume", host=ollama.url, cols=200, timeout=20)
 
 
 def test_chat_resume_without_a_name_reopens_this_directorys_chat_not_a_later_one_elsewhere(
-    ollama: FakeOllama, home: Path, workspace: Path, tmp_path: Path
+    ollama: FakeOllama, home: Path, workspace: Path, tmp_path: Path, ttys: Ttys
 ) -> None:
     store = SessionStore(sessions_dir(home))
     here = [*CHAT[:1], {"role": "user", "content": "the typo here"}, CHAT[2]]
@@ -133,47 +118,30 @@ def test_chat_resume_without_a_name_reopens_this_directorys_chat_not_a_later_one
     other = [*CHAT[:1], {"role": "user", "content": "the other project"}, CHAT[2]]
     store.save("chat-there", "qwen3:8b", other, cwd=str(tmp_path))  # saved later
     ollama.enqueue(reply("Still here."))
-    child = _resume(ollama, workspace)
-    try:
-        child.expect("loaded session chat-here: 1 turn")
-        child.expect("› the typo here")
-        child.expect("›")
-        child.send("and now?\r")
-        child.expect("Still here.")
-        child.expect("›")  # a line typed as the turn ends would wait at the prompt, unsent
-        child.send("/exit\r")
-        child.expect(pexpect.EOF)
-    finally:
-        if child.isalive():
-            child.kill(signal.SIGKILL)
+    chat = _resume(ttys, ollama)
+    shown = chat.text()
+    assert "loaded session chat-here: 1 turn" in shown
+    assert "› the typo here" in shown.split("loaded session chat-here: 1 turn", 1)[1]
+    chat.say("and now?", then="Still here.")
+    chat.exit()
     users = [typed(m["content"]) for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["the typo here", "and now?"]
 
 
 def test_chat_resume_with_no_chat_in_this_directory_says_so_and_names_the_one_elsewhere(
-    ollama: FakeOllama, home: Path, workspace: Path, tmp_path: Path
+    ollama: FakeOllama, home: Path, workspace: Path, tmp_path: Path, ttys: Ttys
 ) -> None:
     store = SessionStore(sessions_dir(home))
     other = [*CHAT[:1], {"role": "user", "content": "the other project"}, CHAT[2]]
     store.save("chat-there", "qwen3:8b", other, cwd=str(tmp_path))
     ollama.enqueue(reply("A new start."))
-    child = _resume(ollama, workspace)
-    try:
-        child.expect("agent sessions lists them all")
-        plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", str(child.before))
-        said = " ".join(plain.split())  # as wrapped to the terminal
-        assert f"no saved chat in {workspace}: starting a new one" in said
-        assert f"The latest chat is chat-there in {tmp_path}" in said
-        assert "agent chat --resume chat-there reopens it" in said
-        child.expect("›")
-        child.send("hello\r")
-        child.expect("A new start.")
-        child.expect("›")  # a line typed as the turn ends would wait at the prompt, unsent
-        child.send("/exit\r")
-        child.expect(pexpect.EOF)
-    finally:
-        if child.isalive():
-            child.kill(signal.SIGKILL)
+    chat = _resume(ttys, ollama)
+    said = " ".join(chat.flat().split("agent sessions lists them all", 1)[0].split())
+    assert f"no saved chat in {workspace}: starting a new one" in said  # as wrapped
+    assert f"The latest chat is chat-there in {tmp_path}" in said
+    assert "agent chat --resume chat-there reopens it" in said
+    chat.say("hello", then="A new start.")
+    chat.exit()
     users = [typed(m["content"]) for m in ollama.chat_bodies[-1]["messages"] if m["role"] == "user"]
     assert users == ["hello"]  # nothing of the other directory's chat was sent
 

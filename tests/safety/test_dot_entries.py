@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from cli.backends.messages import ToolCall
-from cli.config.settings import parse_config
+from cli.config.loading import parse_config
 from cli.errors import ConfigError
 from cli.loop.approval import ApprovalRequest, NoOneToAsk, UnattendedApprover
-from cli.safety import sensitive
+from cli.safety import dot_entries, sensitive
 from cli.safety.policy import Policy
 from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
@@ -185,7 +185,7 @@ def _dot_names(seed: int, count: int) -> list[str]:
     names = []
     while len(names) < count:
         name = "." + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
-        if name not in (".", "..") and not sensitive.PlainNames()(name):
+        if name not in (".", "..") and not dot_entries.PlainNames()(name):
             names.append(name)
     return names
 
@@ -241,7 +241,7 @@ def test_every_dot_path_in_a_project_needs_a_person_unattended(
         assert not unattended(policy, tool, arguments), (tool, rel)
 
 
-@pytest.mark.parametrize("name", sensitive.PLAIN_DOTFILES)
+@pytest.mark.parametrize("name", dot_entries.PLAIN_DOTFILES)
 def test_plain_dotfiles_need_no_person(workspace: Path, home: Path, name: str) -> None:
     policy = policy_for(workspace, home)
     for rel in (name, f"src/{name}", f"src/{name.upper()}"):

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.config.settings import Config, PolicyConfig, config_locations, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import Config, PolicyConfig, config_locations
 from cli.errors import ConfigError, ToolError
-from cli.safety import sensitive
+from cli.safety import path_classes, sensitive
 from cli.safety.policy import Policy
 from cli.safety.sandbox.launch import bwrap_problem
 from cli.safety.sandbox.spec import SandboxSpec
@@ -713,7 +714,7 @@ def _paths(seed: int, count: int) -> list[str]:
 
 @pytest.mark.parametrize("globs", [(), _USER_GLOBS], ids=["defaults", "user-entries"])
 def test_match_entry_agrees_with_match_wherever_no_ancestor_matches(globs: tuple[str, ...]) -> None:
-    classes = sensitive.build("/home/u", extra_secrets=globs, extra_surfaces=globs)
+    classes = path_classes.build("/home/u", extra_secrets=globs, extra_surfaces=globs)
     checked = 0
     for path in _paths(11, 40_000):
         for cls in (classes.secrets, classes.surfaces):

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.config.settings import TOOL_NAMES, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import TOOL_NAMES
 from cli.fs.paths import is_within
 from cli.safety.policy import Policy
 from cli.safety.shell_line import UNKNOWN, matches_allow, simple_commands

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from cli.config.settings import LimitsConfig, McpServerConfig, PolicyConfig, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import LimitsConfig, McpServerConfig, PolicyConfig
 from cli.mcp.protocol import McpError
 from cli.mcp.servers import confined
 from cli.safety.policy import Policy
@@ -504,7 +505,7 @@ def test_the_config_takes_seatbelt_for_commands_and_mcp_servers() -> None:
 
 
 def test_the_approval_card_says_a_command_runs_under_seatbelt() -> None:
-    from cli.ui.approve import Consequences
+    from cli.ui.approval_card import Consequences
 
     mac = Consequences(sandbox_mode="auto", available=("seatbelt",), platform="darwin")
     assert mac.sandbox_line().plain == (

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from tests.conftest import RunCli
 from tests.fakes.fake_ollama import FakeOllama, reply
-from tests.fakes.vt import Term
-from tests.pty.test_terminal_ui import at_prompt, say, spawn, terms
-
-__all__ = ["terms"]  # a fixture, imported to be used here
+from tests.pty.driver import Ttys
 
 
 @pytest.fixture
@@ -44,25 +40,21 @@ def test_run_in_a_project_says_nothing_of_it(run_cli: RunCli, ollama: FakeOllama
 @pytest.mark.pty
 @pytest.mark.parametrize("answer", ["n", "y"])
 def test_chat_in_the_home_directory_asks_once(
-    ollama: FakeOllama, home: Path, terms: list[Term], answer: str
+    ollama: FakeOllama, home: Path, ttys: Ttys, answer: str
 ) -> None:
-    term = spawn(ollama, home, ["chat"], 80)
-    terms.append(term)
-    term.wait("work here anyway?")
+    term = ttys.chat(host=ollama.url, cwd=home, cols=80, ready=False)
+    term.wait_card(then="work here anyway?")
     term.settle()
     shown = term.screen.text()
     assert "⚠ the allowed directory is your home directory" in shown
     assert "[n] no, quit" in shown
-    term.send(answer)
+    term.press(answer)
     if answer == "n":
         term.wait("cd into your project, then: agent chat")
-        term.child.expect(pexpect.EOF)
-        term.child.close()
-        assert term.child.exitstatus == 0
+        assert term.wait_exit() == 0
         assert ollama.chat_bodies == []
         return
-    term.wait(at_prompt)
+    term.wait_ready()
     ollama.enqueue(reply("Hello there."))
-    say(term, "hi")
-    term.wait("Hello there.")
+    term.say("hi", then="Hello there.")
     assert term.screen.text().count("work here anyway?") == 1

@@ -275,7 +275,7 @@ def test_edit_confirmation_shows_the_diff(
 ) -> None:
     from rich.console import Console
 
-    from cli.ui.approve import describe
+    from cli.ui.approval_card import describe
 
     (workspace / "app.py").write_text(CODE)
     harness = make_agent()

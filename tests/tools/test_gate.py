@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from cli.config.settings import TOOL_NAMES, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import TOOL_NAMES
 from cli.fs import reach
 from cli.loop.approval import NoOneToAsk, UnattendedApprover
 from cli.loop.events import ToolResult

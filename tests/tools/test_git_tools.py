@@ -27,7 +27,7 @@ from cli.safety.policy import Policy
 from cli.tools import ToolContext, run_tool
 from cli.tools.base import Tool
 from cli.tools.definitions import DIFF_MAX_BYTES, GIT_DIFF, GIT_STATUS
-from cli.tools.git import TIMEOUT_SECONDS
+from cli.tools.git_run import TIMEOUT_SECONDS
 from cli.tools.schema import validate_arguments
 
 pytestmark = pytest.mark.skipif(

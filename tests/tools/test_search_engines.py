@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from cli.config.settings import LimitsConfig, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import LimitsConfig
 from cli.errors import ToolError
 from cli.fs.paths import resolve_path
 from cli.safety.policy import Policy

@@ -29,7 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli.backends.messages import ToolCall
-from cli.config.settings import ConfigError, parse_config
+from cli.config.loading import parse_config
+from cli.config.settings import ConfigError
 from cli.fs.deadline import NO_DEADLINE, Deadline
 from cli.loop.agent import Agent
 from cli.loop.events import ToolResult

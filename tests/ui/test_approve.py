@@ -16,7 +16,7 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
 from cli.backends.messages import ToolCall
-from cli.config.settings import parse_config
+from cli.config.loading import parse_config
 from cli.loop.approval import Approval, ApprovalRequest
 from cli.safety.policy import Policy
 from cli.ui.approve import ChatApprover

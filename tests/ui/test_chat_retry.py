@@ -3,18 +3,15 @@ against the fake Ollama and real files."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pexpect
 import pytest
 
 from tests.conftest import MakeChat
 from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
+from tests.pty.driver import Ttys
 
 ENTER = "\r"
 
@@ -134,6 +131,24 @@ def test_edit_after_resume_strips_the_attached_files(
     assert sent.startswith("summarise @notes.md!\n\n<file path")
 
 
+def test_edit_after_resume_keeps_a_file_tag_the_user_typed(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path
+) -> None:
+    """Only the blocks at the message's end, each for a file it mentions, were attached: a
+    `<file path=…>` typed on a line of its own, with words after it, is the user's text."""
+    (workspace / "notes.md").write_text("buy milk\n")
+    ollama.enqueue(reply("One."), reply("Two."))
+    newline = "\x1b\r"  # Esc-Enter: a new line in the message
+    message = f'compare{newline}{newline}<file path="old.md">{newline}with @notes.md'
+    make_chat().run(message + ENTER)
+    resumed = make_chat()
+    resumed.session.load(None)
+    resumed.run("/edit" + ENTER, "!" + ENTER)
+    (sent,) = user_messages(ollama)
+    assert sent.startswith('compare\n\n<file path="old.md">\nwith @notes.md!\n\n<file path')
+    assert sent.count("<file path") == 2
+
+
 def test_edit_with_nothing_sent_says_so(make_chat: MakeChat, ollama: FakeOllama) -> None:
     chat = make_chat()
     chat.run("/edit" + ENTER)
@@ -221,49 +236,22 @@ def test_retry_after_a_refused_message_never_resends_the_one_before(
 # -- in a terminal -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def terminal(ollama: FakeOllama, workspace: Path) -> Iterator[pexpect.spawn]:
-    env = {
-        **os.environ,
-        "OLLAMA_HOST": ollama.url,
-        "TERM": "xterm-256color",
-        "PROMPT_TOOLKIT_NO_CPR": "1",  # nobody answers cursor-position requests in a test
-    }
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat"],
-        cwd=str(workspace),
-        env=env,
-        encoding="utf-8",
-        timeout=30,
-        dimensions=(40, 110),
-    )
-    child.expect("metona-agent")
-    child.expect("›")
-    yield child
-    if child.isalive():
-        child.terminate(force=True)
-
-
 @pytest.mark.pty
-def test_edit_and_retry_in_a_terminal(terminal: pexpect.spawn, ollama: FakeOllama) -> None:
+def test_edit_and_retry_in_a_terminal(ttys: Ttys, ollama: FakeOllama) -> None:
     ollama.enqueue(reply("First answer."), reply("Edited answer."), reply("Retried answer."))
-    terminal.send("explain the parser\r")
-    terminal.expect("First answer.")
-    terminal.expect("›")
-    terminal.send("/edit\r")
-    terminal.expect("your last message is back in the input")
+    terminal = ttys.chat(host=ollama.url, cols=110)
+    terminal.say("explain the parser", then="First answer.")
     # The next prompt shows the message, ready to change: keys typed go after it.
-    terminal.expect("› explain the parser")
-    terminal.send(" briefly\r")
-    terminal.expect("Edited answer.")
-    terminal.expect("›")
-    terminal.send("/retry\r")
-    terminal.expect("sending your last message again")
-    terminal.expect("Retried answer.")
-    terminal.expect("›")
-    terminal.send("/exit\r")
-    terminal.expect(pexpect.EOF)
+    terminal.line("/edit")
+    terminal.wait_turn_end(
+        then="your last message is back in the input", holding="explain the parser"
+    )
+    terminal.keys(" briefly\r")
+    terminal.wait_turn_end(then="Edited answer.")
+    terminal.line("/retry")
+    terminal.wait("sending your last message again")
+    terminal.wait_turn_end(then="Retried answer.")
+    terminal.exit()
     users = [
         [typed(m["content"]) for m in body["messages"] if m["role"] == "user"]
         for body in ollama.chat_bodies

@@ -15,18 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pexpect
 import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 from cli.records.sessions import conversation_turns
+from cli.ui.chat_commands import COMMANDS
 from cli.ui.editor import ChatCompleter
-from cli.ui.repl import COMMANDS
 from tests.conftest import MakeChat
 from tests.fakes.context import typed as typed_part
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
-from tests.fakes.vt import Term
+from tests.pty.driver import Ttys
 
 ENTER = "\r"
 
@@ -183,31 +182,16 @@ def test_json_after_ctrl_c_reports_the_steps_and_time_so_far(
 
 @pytest.mark.pty
 def test_term_dumb_lays_the_header_out_at_the_terminal_width(
-    ollama: FakeOllama, workspace: Path
+    ollama: FakeOllama, ttys: Ttys
 ) -> None:
     """Emacs' shell says TERM=dumb, and its window may be 60 columns wide: rich alone takes 80
     columns there, and the terminal then breaks the header mid-word."""
-    env = {**os.environ, "OLLAMA_HOST": ollama.url, "TERM": "dumb", "PROMPT_TOOLKIT_NO_CPR": "1"}
-    env.pop("COLUMNS", None)
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat"],
-        cwd=str(workspace),
-        env=env,
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(30, 60),
-    )
-    term = Term(child, 60, 30)
-    try:
-        term.wait("›")
-        term.settle()
-        header = " ".join(term.screen.text().split())
-        assert "metona-agent · qwen3:8b" in header and "tools on" in header
-        # Every line ends where the program ended it, never where the terminal had to.
-        assert not any(row.wrapped for row in term.screen.lines), term.screen.text()
-    finally:
-        child.terminate(force=True)
+    term = ttys.chat(host=ollama.url, cols=60, rows=30, env={"TERM": "dumb"})
+    term.settle()
+    header = " ".join(term.screen.text().split())
+    assert "metona-agent · qwen3:8b" in header and "tools on" in header
+    # Every line ends where the program ended it, never where the terminal had to.
+    assert not any(row.wrapped for row in term.screen.lines), term.screen.text()
 
 
 # -- a call known to fail --------
@@ -367,39 +351,20 @@ def test_completion_inserts_a_form_that_attaches(workspace: Path) -> None:
 
 @pytest.mark.pty
 def test_tab_completes_a_name_with_a_space_and_it_attaches(
-    ollama: FakeOllama, workspace: Path
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
     (workspace / "my notes.txt").write_text("buy milk\n")
     ollama.enqueue(reply("You need milk."))
-    env = {
-        **os.environ,
-        "OLLAMA_HOST": ollama.url,
-        "TERM": "xterm-256color",
-        "PROMPT_TOOLKIT_NO_CPR": "1",
-    }
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cli", "chat"],
-        cwd=str(workspace),
-        env=env,
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(30, 100),
-    )
-    term = Term(child, 100, 30)
-    try:
-        term.wait("›")
-        term.send("summarise @my")
-        term.wait("summarise @my")
-        term.send("\t")
-        term.wait("summarise @my\\ notes.txt")
-        term.send("\r")
-        term.wait("You need milk.")
-        content = typed_part(messages_sent(ollama)[-1]["content"])
-        assert content.startswith("summarise @my\\ notes.txt")
-        assert '<file path="my notes.txt">\nbuy milk\n</file>' in content
-    finally:
-        child.terminate(force=True)
+    term = ttys.chat(host=ollama.url, cols=100, rows=30)
+    term.keys("summarise @my")
+    term.wait("summarise @my")
+    term.keys("\t")
+    term.wait_ready(holding="summarise @my\\ notes.txt")
+    term.keys("\r")
+    term.wait_turn_end(then="You need milk.")
+    content = typed_part(messages_sent(ollama)[-1]["content"])
+    assert content.startswith("summarise @my\\ notes.txt")
+    assert '<file path="my notes.txt">\nbuy milk\n</file>' in content
 
 
 def test_an_attached_file_cannot_close_its_own_file_block(

@@ -8,8 +8,8 @@ from pathlib import Path
 from prompt_toolkit.completion import CompleteEvent, Completer
 from prompt_toolkit.document import Document
 
+from cli.ui.chat_commands import COMMANDS
 from cli.ui.editor import ChatCompleter
-from cli.ui.repl import COMMANDS
 from tests.conftest import MakeChat
 
 

@@ -11,8 +11,8 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
+from cli.ui.chat_commands import COMMANDS
 from cli.ui.editor import ChatCompleter, open_block, strip_block
-from cli.ui.repl import COMMANDS
 from tests.fakes.context import typed
 from tests.fakes.fake_ollama import FakeOllama, HttpError, reply, tool_call
 

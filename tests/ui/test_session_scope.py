@@ -9,11 +9,10 @@ import pytest
 
 from cli.loop.approval import Approval
 from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
-from tests.fakes.vt import Term
-from tests.pty.test_terminal_ui import at_prompt, chat, say, terms
+from tests.pty.driver import Ttys
 from tests.ui.test_approve import MakeChat, make_chat, numbered
 
-__all__ = ["make_chat", "terms"]  # fixtures, imported to be used here
+__all__ = ["make_chat"]  # a fixture, imported to be used here
 
 
 def test_d_covers_every_change_under_the_files_directory_only(
@@ -57,7 +56,7 @@ def test_d_at_the_top_names_this_directory(make_chat: MakeChat) -> None:
 
 @pytest.mark.pty
 def test_d_at_40_columns_then_later_changes_show_a_folded_diff(
-    ollama: FakeOllama, workspace: Path, terms: list[Term]
+    ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
     (workspace / "notes.txt").write_text(numbered(30))
     changed = numbered(30).replace("line 3\n", "line three\n")
@@ -71,17 +70,17 @@ def test_d_at_40_columns_then_later_changes_show_a_folded_diff(
         ),
         reply("Done."),
     )
-    term = chat(ollama, workspace, terms, 40)
-    say(term, "write them")
-    term.wait("allow?")
+    term = ttys.chat(host=ollama.url, cols=40)
+    term.line("write them")
+    term.wait_card(then="allow?")
     term.settle()
     rows = term.screen.rows()
     for label in ("[y] yes", "[n] no", "[a] every write_file", "[d] all under this directory"):
         assert any(label in row for row in rows), rows
     assert "[q] stop" in "\n".join(rows)
     assert all(len(row) <= 40 for row in rows)
-    term.send("d")
-    term.wait(lambda s: "Done." in s.text() and at_prompt(s))
+    term.press("d")
+    term.wait_turn_end(then="Done.")
     term.settle()
     shown = term.screen.text()
     assert shown.count("allow?") == 1  # the later changes were not asked

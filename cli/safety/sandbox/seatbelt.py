@@ -279,37 +279,9 @@ def profile(grants: Grants) -> Profile:
         kind = "literal" if literal else "subpath"
         return [f"({kind} {p(s)})" for path in dict.fromkeys(paths) for s in spellings(path)]
 
-    lines = [
-        "(version 1)",
-        "(deny default)",
-        "",
-        "; processes: their own, and what libSystem asks at start-up",
-        "(allow process-fork)",
-        "(allow process-exec)",
-        "(allow signal (target same-sandbox))",
-        "(allow process-info* (target same-sandbox))",
-        "(allow mach-host*)",
-        "(allow ipc-posix-sem)",
-        "(allow system-socket (socket-domain AF_UNIX))",
-    ]
-    sysctls = [f'(sysctl-name "{n}")' for n in SYSCTLS]
-    sysctls += [f'(sysctl-name-prefix "{n}")' for n in SYSCTL_PREFIXES]
-    lines += _rule("allow sysctl-read", sysctls)
-    lines += _rule("allow mach-lookup", [f'(global-name "{n}")' for n in MACH_SERVICES])
+    lines = _process_rules()
 
-    lines += ["", "; the system, read-only"]
-    system = [f'(subpath "{t}")' for t in SYSTEM_TREES]
-    system += [f'(regex #"{r}")' for r in SYSTEM_REGEXES]
-    lines += _rule("allow file-read* file-map-executable", system)
-    lines += ['(allow file-read* (literal "/"))']
-    lines += _rule("allow file-read-metadata", [f'(literal "{t}")' for t in _system_traverse()])
-    lines += [
-        '(allow file-read* file-write-data file-ioctl (literal "/dev/null"))',
-        '(allow file-read* file-ioctl (literal "/dev/zero") (literal "/dev/random")'
-        ' (literal "/dev/urandom"))',
-        '(allow file-read-data file-write-data (subpath "/dev/fd"))',
-        '(allow file-read-metadata (literal "/dev") (regex #"^/dev/std(in|out|err)$"))',
-    ]
+    lines += _system_rules()
 
     granted = [grants.home, grants.tmp, *grants.writable, *grants.readable]
     traverse = [a for g in granted for a in ancestors(g)]
@@ -346,19 +318,66 @@ def profile(grants: Grants) -> Profile:
     lines += _rule("deny file-read* file-write* process-exec", matching([*SYSTEM_SECRETS, *hidden]))
 
     if grants.network:
-        lines += [
-            "",
-            "; the network, as the policy allows: IP, and the resolver",
-            '(allow network-outbound (remote ip "*:*"))',
-            '(allow network-inbound (local ip "*:*"))',
-            '(allow network-bind (local ip "*:*"))',
-            f'(allow network-outbound (remote unix-socket (path-literal "{MDNS_SOCKET}")))',
-            '(allow sysctl-read (sysctl-name-prefix "net.routetable."))',
-        ]
-        lines += _rule("allow mach-lookup", [f'(global-name "{n}")' for n in NETWORK_MACH_SERVICES])
+        lines += _network_rules()
     text = "\n".join(lines) + "\n"
     params = tuple((name, value) for value, name in p.names.items())
     return Profile(text, params)
+
+
+def _process_rules() -> list[str]:
+    """The profile's start: deny by default; a command's own processes, and the sysctls and
+    Mach services libSystem asks for at start-up."""
+    lines = [
+        "(version 1)",
+        "(deny default)",
+        "",
+        "; processes: their own, and what libSystem asks at start-up",
+        "(allow process-fork)",
+        "(allow process-exec)",
+        "(allow signal (target same-sandbox))",
+        "(allow process-info* (target same-sandbox))",
+        "(allow mach-host*)",
+        "(allow ipc-posix-sem)",
+        "(allow system-socket (socket-domain AF_UNIX))",
+    ]
+    sysctls = [f'(sysctl-name "{n}")' for n in SYSCTLS]
+    sysctls += [f'(sysctl-name-prefix "{n}")' for n in SYSCTL_PREFIXES]
+    lines += _rule("allow sysctl-read", sysctls)
+    lines += _rule("allow mach-lookup", [f'(global-name "{n}")' for n in MACH_SERVICES])
+    return lines
+
+
+def _system_rules() -> list[str]:
+    """The system's trees and devices, read-only (and /dev/null writable)."""
+    lines = ["", "; the system, read-only"]
+    system = [f'(subpath "{t}")' for t in SYSTEM_TREES]
+    system += [f'(regex #"{r}")' for r in SYSTEM_REGEXES]
+    lines += _rule("allow file-read* file-map-executable", system)
+    lines += ['(allow file-read* (literal "/"))']
+    lines += _rule("allow file-read-metadata", [f'(literal "{t}")' for t in _system_traverse()])
+    lines += [
+        '(allow file-read* file-write-data file-ioctl (literal "/dev/null"))',
+        '(allow file-read* file-ioctl (literal "/dev/zero") (literal "/dev/random")'
+        ' (literal "/dev/urandom"))',
+        '(allow file-read-data file-write-data (subpath "/dev/fd"))',
+        '(allow file-read-metadata (literal "/dev") (regex #"^/dev/std(in|out|err)$"))',
+    ]
+    return lines
+
+
+def _network_rules() -> list[str]:
+    """The network, when the policy allows it: IP, and the resolver."""
+    lines = [
+        "",
+        "; the network, as the policy allows: IP, and the resolver",
+        '(allow network-outbound (remote ip "*:*"))',
+        '(allow network-inbound (local ip "*:*"))',
+        '(allow network-bind (local ip "*:*"))',
+        f'(allow network-outbound (remote unix-socket (path-literal "{MDNS_SOCKET}")))',
+        '(allow sysctl-read (sysctl-name-prefix "net.routetable."))',
+    ]
+    lines += _rule("allow mach-lookup", [f'(global-name "{n}")' for n in NETWORK_MACH_SERVICES])
+    return lines
 
 
 def _quote_regex(path: str) -> str:

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 
 from cli.config.settings import SANDBOX_MODES
-from cli.safety import sensitive
+from cli.safety import path_classes
 
 
 def _platform() -> str:
@@ -28,7 +28,7 @@ class SandboxSpec:
     writable: tuple[str, ...] = ()  # Policy.allowed_dirs: absolute, symlinks resolved
     blocked: tuple[str, ...] = ()  # Policy.blocked_dirs
     home: str = ""  # whose secrets to hide; "" means ours
-    classes: sensitive.Classes | None = None  # None: the built-in lists for `home`
+    classes: path_classes.Classes | None = None  # None: the built-in lists for `home`
     scan_entries: int = 200_000  # policy.limits.sandbox_scan_entries
     read_only: tuple[str, ...] = ()  # policy.commands.read_only, as written (~ allowed)
     programs: tuple[str, ...] = ()  # an MCP server's program: it and its prefix are shown
@@ -38,7 +38,7 @@ class SandboxSpec:
             raise ValueError(f"sandbox mode must be one of {', '.join(SANDBOX_MODES)}")
 
     @property
-    def lists(self) -> sensitive.Classes:
+    def lists(self) -> path_classes.Classes:
         if self.classes is not None:
             return self.classes
-        return sensitive.build(self.home or os.path.expanduser("~"))
+        return path_classes.build(self.home or os.path.expanduser("~"))

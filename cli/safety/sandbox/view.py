@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cli.fs.folding import deepest_existing
 from cli.fs.paths import expand_user, is_within
-from cli.safety import sensitive
+from cli.safety import dot_entries
 from cli.safety.sandbox.spec import SandboxSpec, SandboxUnavailable
 
 # Cache and build-output dirs that the scan for secrets and execution surfaces inside the
@@ -230,7 +230,7 @@ def view(spec: SandboxSpec, path_var: str) -> list[tuple[str, str]]:
         # Seen through the writable bind already; only a writable home's dot-entries, which
         # `scan` masks, are shown again, and only if no link is on the way.
         through_writable = _writable(spec, path) or _writable(spec, real)
-        if through_writable and (real != path or not sensitive.home_dot_entry(path, homes)):
+        if through_writable and (real != path or not dot_entries.home_dot_entry(path, homes)):
             continue
         if _in_blocked(spec, real) or _too_wide(spec, real, home):
             continue
