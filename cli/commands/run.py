@@ -26,7 +26,7 @@ from cli.commands.frame import (
 )
 from cli.commands.run_command_prompt import command_prompt
 from cli.commands.run_drive import drive
-from cli.commands.run_input import controlling_terminal, read_prompt
+from cli.commands.run_input import controlling_terminal, in_foreground, read_prompt
 from cli.commands.signals import run_signals
 from cli.errors import ExitStatus, UsageError
 
@@ -237,8 +237,13 @@ def _run(
         text = read_prompt(prompt, terminal.stdin, config.policy.limits.max_read_bytes)
     console = LazyConsole(terminal.stderr, highlight=False, soft_wrap=True)
     # Questions are read where a person types: stdin, or when stdin is a pipe (`cat x |
-    # agent run …` at a terminal) the controlling terminal, as the question is shown on it.
-    answers = terminal.stdin if terminal.interactive() else controlling_terminal(terminal)
+    # agent run …` at a terminal) the controlling terminal, as the question is shown on it;
+    # nowhere for a run in the background (`agent run … &`): no one is asked, as with no
+    # terminal, rather than the run stopped on SIGTTIN at its first question.
+    if terminal.interactive() and in_foreground(terminal.stdin):
+        answers: TextIO | None = terminal.stdin
+    else:
+        answers = controlling_terminal(terminal)
     asker = _line_approver(terminal, config, console, answers)
 
     def approver(_policy: Policy) -> Approver:

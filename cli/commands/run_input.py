@@ -24,14 +24,19 @@ def controlling_terminal(terminal: Terminal) -> TextIO | None:
         tty = open("/dev/tty", encoding="utf-8", errors="replace")  # noqa: SIM115 (returned)
     except OSError:
         return None
-    try:
-        foreground = os.tcgetpgrp(tty.fileno()) == os.getpgrp()
-    except OSError:
-        foreground = False
-    if not foreground:
+    if not in_foreground(tty):
         tty.close()
         return None
     return tty
+
+
+def in_foreground(stream: TextIO) -> bool:
+    """Is this process in the foreground of the terminal `stream` is (`agent run … &` is
+    not: a read there would stop it on SIGTTIN until someone brings it back)?"""
+    try:
+        return os.tcgetpgrp(stream.fileno()) == os.getpgrp()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def read_prompt(prompt: str, stdin: TextIO, max_bytes: int, *, dash: bool = True) -> str:

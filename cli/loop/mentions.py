@@ -14,6 +14,8 @@ import html
 import os
 import re
 import time
+import unicodedata
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -155,27 +157,29 @@ _FILE_HEADER = re.compile(r'<file path="([^"\n]*)"[^>\n]*>')  # file_block
 _IMAGE_BLOCK = re.compile(r'<image path="([^"\n]*)" />')  # cli/loop/images.py image_note
 
 
-def typed_text(sent: str) -> str:
+def typed_text(sent: str, names: Callable[[str], Iterable[str]] | None = None) -> str:
     """A message as typed: what `attach` appended left out. Those are the blocks at its very
     end, each after a blank line: `<file path="…">…</file>` (whose content cannot hold
     `</file`: file_block escapes it) or `<image path="…" />`, each for an `@mention` of its
     file in what was typed; taken off from the last one back. A `<file path=…>` the user
-    typed (no mention of it, or words after it) is text: kept."""
+    typed (no mention of it, or words after it) is text: kept. `names(mention)`: how else
+    a block may name a mention's file (the chat resolves it as read_file does: a symlink's
+    target, the disk's spelling); its own last part, case and Unicode form aside, always."""
     end = len(sent)
     while True:
-        head = _attached_block_start(sent, end)
+        head = _attached_block_start(sent, end, names or (lambda _path: ()))
         if head is None:
             return sent[:end]
         end = head
 
 
-def _attached_block_start(sent: str, end: int) -> int | None:
+def _attached_block_start(sent: str, end: int, names: Callable[[str], Iterable[str]]) -> int | None:
     """Where the attached block ending at `end` starts (its blank line), or None."""
     text = sent[:end]
     if text.endswith(" />"):
         start = text.rfind('\n\n<image path="')
         found = _IMAGE_BLOCK.fullmatch(text[start + 2 :]) if start >= 0 else None
-        return start if found and _mentioned(text[:start], found.group(1)) else None
+        return start if found and _mentioned(text[:start], found.group(1), names) else None
     if not text.endswith("</file>"):
         return None
     # The block's content holds no `</file`: it starts after the one before it, at the first
@@ -185,16 +189,24 @@ def _attached_block_start(sent: str, end: int) -> int | None:
     while start >= 0:
         header = text[start + 2 : text.find("\n", start + 2)]
         found = _FILE_HEADER.fullmatch(header)
-        if found and _mentioned(text[:start], found.group(1)):
+        if found and _mentioned(text[:start], found.group(1), names):
             return start
         start = text.find('\n\n<file path="', start + 2)
     return None
 
 
-def _mentioned(typed: str, shown: str) -> bool:
-    """Does `typed` mention (`@path`) a file whose name is that of `shown`'s last part (the
-    block names it as the trace shows it: relative, or ~, or absolute)?"""
-    name = os.path.basename(html.unescape(shown).rstrip("/"))
-    return any(
-        m.path is not None and os.path.basename(m.path.rstrip("/")) == name for m in mentions(typed)
-    )
+def _mentioned(typed: str, shown: str, names: Callable[[str], Iterable[str]]) -> bool:
+    """Does `typed` mention (`@path`) the file a block names `shown` (as the trace shows it:
+    relative, or ~, or absolute): by its last part, or by a name `names` gives the mention."""
+    name = _last_part(html.unescape(shown))
+    for mention in mentions(typed):
+        if mention.path is None:
+            continue
+        if name in {_last_part(n) for n in (mention.path, *names(mention.path))}:
+            return True
+    return False
+
+
+def _last_part(path: str) -> str:
+    """A path's last component as a case-insensitive, normalising disk would compare it."""
+    return unicodedata.normalize("NFC", os.path.basename(path.rstrip("/"))).casefold()

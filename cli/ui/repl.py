@@ -391,7 +391,7 @@ class ChatSession(ChatAttachments):
         typed, and its images. Says which files the dropped turn changed: those stay."""
         images = [str(i) for i in self.conversation[index].get("images") or []]
         sent = str(self.conversation[index].get("content") or "")
-        typed, turn = typed_text(sent), ""
+        typed, turn = typed_text(sent, self._attached_as), ""
         if self._last_sent is not None and self._last_sent[0] == sent:
             _, typed, turn = self._last_sent
         dropped = self.conversation[index:]
@@ -416,6 +416,12 @@ class ChatSession(ChatAttachments):
                     "yellow",
                 )
         return sent, typed, images
+
+    def _attached_as(self, path: str) -> list[str]:
+        """How an attachment's block names the file `@path` mentions: the file read_file
+        would read (a symlink's target, the disk's spelling), shown as the trace shows it."""
+        resolved = self.agent.policy.decide("read_file", {"path": path}).paths.get("path")
+        return [self.agent.context.show(resolved.real)] if resolved is not None else []
 
     def switch_model(self, name: str) -> None:
         previous = self.agent.settings

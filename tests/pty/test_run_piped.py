@@ -67,17 +67,21 @@ if os.WIFSTOPPED(status):
 """
 
 
-def test_a_piped_run_in_the_background_asks_no_one_and_is_not_stopped(
-    ollama: FakeOllama, workspace: Path
+@pytest.mark.parametrize("piped", [True, False], ids=["piped", "stdin-the-terminal"])
+def test_a_run_in_the_background_asks_no_one_and_is_not_stopped(
+    ollama: FakeOllama, workspace: Path, piped: bool
 ) -> None:
+    """`cmd | agent run … &` (questions would go to /dev/tty) and `agent run … &` (to stdin,
+    the terminal itself): from the background, no one is asked."""
     ollama.enqueue(
         reply(tool_calls=[tool_call("write_file", {"path": "fixed.txt", "content": "new\n"})]),
         reply("finished"),
     )
     env = {**os.environ, "OLLAMA_HOST": ollama.url, "TERM": "dumb"}
+    feed = "printf 'old\\n' | " if piped else ""
     child = pexpect.spawn(
         "/bin/sh",
-        ["-c", f"printf 'old\\n' | {shlex.quote(sys.executable)} -c {shlex.quote(BACKGROUND)} fix"],
+        ["-c", f"{feed}{shlex.quote(sys.executable)} -c {shlex.quote(BACKGROUND)} fix"],
         cwd=str(workspace),
         env=env,
         encoding="utf-8",

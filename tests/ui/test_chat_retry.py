@@ -149,6 +149,30 @@ def test_edit_after_resume_keeps_a_file_tag_the_user_typed(
     assert sent.count("<file path") == 2
 
 
+@pytest.mark.parametrize("mention", ["link.md", "NOTES.MD"])
+def test_edit_after_resume_strips_a_file_read_by_another_name(
+    make_chat: MakeChat, ollama: FakeOllama, workspace: Path, mention: str
+) -> None:
+    """The block names the file read_file read (a symlink's target; on a case-insensitive
+    disk, the disk's spelling): still an attachment of the mention, taken off by /edit."""
+    (workspace / "notes.md").write_text("buy milk\n")
+    (workspace / "link.md").symlink_to("notes.md")
+    ollama.enqueue(reply("One."), reply("Two."))
+    sent_block = '\n\n<file path="notes.md">\nbuy milk\n</file>'
+    chat = make_chat()
+    chat.session.conversation = [
+        {"role": "user", "content": f"summarise @{mention}{sent_block}"},
+        {"role": "assistant", "content": "One."},
+    ]
+    chat.session.autosave()
+    resumed = make_chat()
+    resumed.session.load(None)
+    resumed.run("/edit" + ENTER, "!" + ENTER)
+    (sent,) = user_messages(ollama)
+    assert sent.startswith(f"summarise @{mention}!")
+    assert sent.count("buy milk") <= 1
+
+
 def test_edit_with_nothing_sent_says_so(make_chat: MakeChat, ollama: FakeOllama) -> None:
     chat = make_chat()
     chat.run("/edit" + ENTER)
