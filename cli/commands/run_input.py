@@ -33,10 +33,13 @@ def controlling_terminal(terminal: Terminal) -> TextIO | None:
 def in_foreground(stream: TextIO) -> bool:
     """Is this process in the foreground of the terminal `stream` is (`agent run … &` is
     not: a read there would stop it on SIGTTIN until someone brings it back)?"""
+    from cli.ui import _terminal
+
     try:
-        return os.tcgetpgrp(stream.fileno()) == os.getpgrp()
+        fd = stream.fileno()
     except (AttributeError, ValueError, OSError):
         return False
+    return _terminal.foreground(fd)
 
 
 def read_prompt(prompt: str, stdin: TextIO, max_bytes: int, *, dash: bool = True) -> str:

@@ -149,9 +149,7 @@ class Hooks:
                 f"{timeout:g} s (timeout_seconds)",
             )
         stderr = err.text().strip()
-        if code == DENY_EXIT and kind == "pre_tool":
-            return ended("denied", code, stderr[:MAX_REASON])
-        if code == DENY_EXIT and kind == "post_tool":
+        if code == DENY_EXIT and kind != "stop":  # pre_tool refuses, post_tool tells the model
             return ended("denied", code, stderr[:MAX_REASON])
         if code != 0:
             why = f"exit status {code}" if code > 0 else f"killed by signal {-code}"

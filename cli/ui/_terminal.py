@@ -4,6 +4,7 @@ and callers behave as with a stream that is not a terminal."""
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 from typing import Any
 
@@ -12,6 +13,15 @@ try:
     import termios
 except ImportError:  # native Windows (and its simulation in tests)
     termios = None
+
+
+def foreground(fd: int) -> bool:
+    """Is this process in the foreground of terminal `fd`? A read from the background stops
+    it on SIGTTIN (and a change of modes on SIGTTOU) until someone brings it back."""
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except (AttributeError, OSError):  # not a terminal; no job control (native Windows)
+        return False
 
 
 def flush_input(fd: int) -> None:

@@ -123,7 +123,7 @@ class TypeAhead:
         self._wake: tuple[int, int] | None = None  # a pipe that ends the watcher's wait
 
     def start(self) -> None:
-        if self.fd is None or self._saved is not None or not _foreground(self.fd):
+        if self.fd is None or self._saved is not None or not _terminal.foreground(self.fd):
             return
         saved = _attributes(self.fd)
         if saved is None:
@@ -253,13 +253,6 @@ def _attributes(fd: int) -> list[Any] | None:
 
 def _set(fd: int, attributes: list[Any]) -> bool:
     return _terminal.set_attributes(fd, attributes)  # TCSANOW: keep what was typed
-
-
-def _foreground(fd: int) -> bool:
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:
-        return False
 
 
 class PromptKeys:

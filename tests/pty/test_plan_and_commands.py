@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_custom_commands import project_command, user_command
 from tests.fakes.context import first_user_text
 from tests.fakes.fake_ollama import FakeOllama, reply
 from tests.pty.driver import Chat, Ttys, flat
@@ -28,6 +29,12 @@ def start(ttys: Ttys, ollama: FakeOllama, *args: str) -> Chat:
     return term
 
 
+def header_rows(term: Chat) -> list[str]:
+    """The chat header's rows: from the first row to the one ending in `/help`."""
+    rows = term.screen.transcript()
+    return rows[: next(i for i, r in enumerate(rows) if "/help" in r) + 1]
+
+
 def offered(body: dict[str, object]) -> set[str]:
     return {t["function"]["name"] for t in body.get("tools") or []}  # type: ignore[attr-defined, index]
 
@@ -40,8 +47,7 @@ def test_plan_mode_header_prompt_status_line_and_go(
     ollama: FakeOllama, workspace: Path, ttys: Ttys, gates: list[threading.Event]
 ) -> None:
     term = start(ttys, ollama, "--plan")
-    rows = term.screen.transcript()
-    header = " ".join(rows[: next(i for i, r in enumerate(rows) if "/help" in r) + 1])
+    header = " ".join(header_rows(term))
     assert header.startswith("metona-agent") and " · plan · tools on" in header
     assert "plan mode: only the tools that change nothing" in flat(term.screen)
     assert term.ready(plan=True)(term.screen)
@@ -69,10 +75,8 @@ def test_plan_mode_header_prompt_status_line_and_go(
 def test_a_command_with_arguments(
     ollama: FakeOllama, workspace: Path, ttys: Ttys, home: Path
 ) -> None:
-    commands = home / ".config" / "metona-agent" / "commands"
-    commands.mkdir(parents=True)
-    (commands / "review.md").write_text(
-        "---\ndescription: review a file\n---\nReview $1 for $2; all: $ARGUMENTS"
+    user_command(
+        home, "review", "---\ndescription: review a file\n---\nReview $1 for $2; all: $ARGUMENTS"
     )
     term = start(ttys, ollama)
     term.say("/help", then="/review [ARGS]")
@@ -85,9 +89,7 @@ def test_a_command_with_arguments(
 def test_a_project_commands_first_use_shows_its_text_once(
     ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
-    commands = workspace / ".metona" / "commands"
-    commands.mkdir(parents=True)
-    (commands / "fix.md").write_text("---\nplan: true\n---\nFind the bug in $ARGUMENTS")
+    project_command(workspace, "fix", "---\nplan: true\n---\nFind the bug in $ARGUMENTS")
     term = start(ttys, ollama)
     term.line("/fix parser.py")
     term.wait_state(term.asking_for("send it?"))
@@ -109,9 +111,7 @@ def test_a_project_commands_first_use_shows_its_text_once(
 def test_a_project_command_not_confirmed_is_not_sent(
     ollama: FakeOllama, workspace: Path, ttys: Ttys
 ) -> None:
-    commands = workspace / ".metona" / "commands"
-    commands.mkdir(parents=True)
-    (commands / "fix.md").write_text("Delete everything")
+    project_command(workspace, "fix", "Delete everything")
     term = start(ttys, ollama)
     term.line("/fix")
     term.press("n", then="send it?")
@@ -122,9 +122,7 @@ def test_a_project_command_not_confirmed_is_not_sent(
 def test_a_command_whose_model_is_not_on_the_server_is_one_line_and_chat_goes_on(
     ollama: FakeOllama, workspace: Path, ttys: Ttys, home: Path
 ) -> None:
-    commands = home / ".config" / "metona-agent" / "commands"
-    commands.mkdir(parents=True)
-    (commands / "hi.md").write_text("---\nmodel: ghost:1b\n---\nSay hi to $1")
+    user_command(home, "hi", "---\nmodel: ghost:1b\n---\nSay hi to $1")
     term = start(ttys, ollama)
     term.say("/hi you", then="ghost:1b")
     shown = flat(term.screen)
@@ -142,8 +140,7 @@ def test_a_narrow_header_breaks_between_its_parts(
     """At 40 columns the header takes several rows: each breaks between two parts, so
     `confirm: write-only` is never split from its mode."""
     term = ttys.chat("--plan", host=ollama.url, cols=cols)
-    rows = term.screen.transcript()
-    header = rows[: next(i for i, r in enumerate(rows) if "/help" in r) + 1]
+    header = header_rows(term)
     assert len(header) > 1 and all(len(row) <= cols for row in header)
     assert any("confirm: write-only" in row for row in header), header
     joined = " ".join(header)

@@ -16,18 +16,25 @@ from tests.fakes.fake_ollama import FakeOllama, reply, tool_call
 pytestmark = pytest.mark.pty
 
 
-def piped_run(ollama: FakeOllama, workspace: Path, prompt: str) -> pexpect.spawn:
+def shell_on_a_pty(
+    ollama: FakeOllama, workspace: Path, line: str, timeout: float = 30
+) -> pexpect.spawn:
+    """`sh -c LINE` on a pty of 120 columns, in the workspace, pointed at the fake server."""
     env = {**os.environ, "OLLAMA_HOST": ollama.url, "TERM": "dumb"}
-    agent = f"{shlex.quote(sys.executable)} -m cli run {shlex.quote(prompt)}"
     return pexpect.spawn(
         "/bin/sh",
-        ["-c", f"printf 'old text\\n' | {agent}"],
+        ["-c", line],
         cwd=str(workspace),
         env=env,
         encoding="utf-8",
-        timeout=30,
+        timeout=timeout,
         dimensions=(40, 120),
     )
+
+
+def piped_run(ollama: FakeOllama, workspace: Path, prompt: str) -> pexpect.spawn:
+    agent = f"{shlex.quote(sys.executable)} -m cli run {shlex.quote(prompt)}"
+    return shell_on_a_pty(ollama, workspace, f"printf 'old text\\n' | {agent}")
 
 
 @pytest.mark.parametrize(("answer", "written"), [("y", True), ("n", False)])
@@ -77,17 +84,9 @@ def test_a_run_in_the_background_asks_no_one_and_is_not_stopped(
         reply(tool_calls=[tool_call("write_file", {"path": "fixed.txt", "content": "new\n"})]),
         reply("finished"),
     )
-    env = {**os.environ, "OLLAMA_HOST": ollama.url, "TERM": "dumb"}
     feed = "printf 'old\\n' | " if piped else ""
-    child = pexpect.spawn(
-        "/bin/sh",
-        ["-c", f"{feed}{shlex.quote(sys.executable)} -c {shlex.quote(BACKGROUND)} fix"],
-        cwd=str(workspace),
-        env=env,
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(40, 120),
-    )
+    background = f"{shlex.quote(sys.executable)} -c {shlex.quote(BACKGROUND)} fix"
+    child = shell_on_a_pty(ollama, workspace, feed + background, timeout=60)
     child.expect(r"STOPPED|EXIT \d+")
     ended = child.after
     child.expect(pexpect.EOF)
