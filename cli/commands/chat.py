@@ -247,7 +247,8 @@ def _whole_tree_agreed(agent: Agent, console: Any, keys: Any) -> bool:
 def header_lines(parts: Sequence[Text], width: int) -> list[Text]:
     """The header's parts joined by ` · `, as many on a line as fit in `width`: a line breaks
     between two parts, never inside one (`confirm: write-only` stays whole); a part wider
-    than a line has lines of its own, folded by the console."""
+    than a line has lines of its own, folded by the console. The ` ·` between two lines ends
+    the first, or starts the second where the first is full (it would wrap alone)."""
     from rich.text import Text
 
     lines: list[Text] = []
@@ -255,10 +256,12 @@ def header_lines(parts: Sequence[Text], width: int) -> list[Text]:
     for index, part in enumerate(parts):
         more = 2 if index < len(parts) - 1 else 0  # the ` ·` that ends a line with more after
         if line.plain and line.cell_len + 3 + part.cell_len + more > width:
-            line.append(" ·")
+            full = line.cell_len + 2 > width
+            if not full:
+                line.append(" ·")
             lines.append(line)
-            line = Text()
-        if line.plain:
+            line = Text("· " if full else "")
+        if line.plain and line.plain != "· ":
             line.append(" · ", style="dim" if part.style == "dim" else "")
         line.append_text(part)
     lines.append(line)

@@ -162,24 +162,29 @@ def typed_text(sent: str, names: Callable[[str], Iterable[str]] | None = None) -
     end, each after a blank line: `<file path="…">…</file>` (whose content cannot hold
     `</file`: file_block escapes it) or `<image path="…" />`, each for an `@mention` of its
     file in what was typed; taken off from the last one back. A `<file path=…>` the user
-    typed (no mention of it, or words after it) is text: kept. `names(mention)`: how else
-    a block may name a mention's file (the chat resolves it as read_file does: a symlink's
-    target, the disk's spelling); its own last part, case and Unicode form aside, always."""
+    typed (no mention of it, or words after it) is text: kept, and so is a second block for
+    one mention (a mention attaches once). `names(mention)`: how else a block may name a
+    mention's file (the chat resolves it as read_file does: a symlink's target, the disk's
+    spelling); its own last part, case and Unicode form aside, always."""
     end = len(sent)
+    used: set[str] = set()  # the mentions whose block is taken off already
     while True:
-        head = _attached_block_start(sent, end, names or (lambda _path: ()))
+        head = _attached_block_start(sent, end, names or (lambda _path: ()), used)
         if head is None:
             return sent[:end]
         end = head
 
 
-def _attached_block_start(sent: str, end: int, names: Callable[[str], Iterable[str]]) -> int | None:
-    """Where the attached block ending at `end` starts (its blank line), or None."""
+def _attached_block_start(
+    sent: str, end: int, names: Callable[[str], Iterable[str]], used: set[str]
+) -> int | None:
+    """Where the attached block ending at `end` starts (its blank line), or None; the
+    mention it is taken for joins `used`."""
     text = sent[:end]
     if text.endswith(" />"):
         start = text.rfind('\n\n<image path="')
         found = _IMAGE_BLOCK.fullmatch(text[start + 2 :]) if start >= 0 else None
-        return start if found and _mentioned(text[:start], found.group(1), names) else None
+        return start if found and _mentioned(text[:start], found.group(1), names, used) else None
     if not text.endswith("</file>"):
         return None
     # The block's content holds no `</file`: it starts after the one before it, at the first
@@ -189,20 +194,24 @@ def _attached_block_start(sent: str, end: int, names: Callable[[str], Iterable[s
     while start >= 0:
         header = text[start + 2 : text.find("\n", start + 2)]
         found = _FILE_HEADER.fullmatch(header)
-        if found and _mentioned(text[:start], found.group(1), names):
+        if found and _mentioned(text[:start], found.group(1), names, used):
             return start
         start = text.find('\n\n<file path="', start + 2)
     return None
 
 
-def _mentioned(typed: str, shown: str, names: Callable[[str], Iterable[str]]) -> bool:
-    """Does `typed` mention (`@path`) the file a block names `shown` (as the trace shows it:
-    relative, or ~, or absolute): by its last part, or by a name `names` gives the mention."""
+def _mentioned(
+    typed: str, shown: str, names: Callable[[str], Iterable[str]], used: set[str]
+) -> bool:
+    """Does `typed` mention (`@path`), and not yet in `used`, the file a block names `shown`
+    (as the trace shows it: relative, or ~, or absolute): by its last part, or by a name
+    `names` gives the mention? The mention found joins `used`."""
     name = _last_part(html.unescape(shown))
     for mention in mentions(typed):
-        if mention.path is None:
+        if mention.path is None or mention.path in used:
             continue
         if name in {_last_part(n) for n in (mention.path, *names(mention.path))}:
+            used.add(mention.path)
             return True
     return False
 

@@ -31,7 +31,13 @@ def test_the_header_breaks_between_parts_only(width: int) -> None:
         assert len(lines) == 1
 
 
+def test_a_part_as_wide_as_the_line_takes_the_separator_to_the_next() -> None:
+    """`confirm: write-only` fills 20 columns: its ` ·` would wrap onto a row of its own."""
+    lines = [line.plain for line in header_lines([Text(p) for p in PARTS[5:]], 20)]
+    assert lines == ["tools on ·", "confirm: write-only", "· think off · /help"]
+
+
 def test_a_part_wider_than_the_line_has_a_line_of_its_own() -> None:
     long = "/home/me/" + "x" * 60
     lines = [line.plain for line in header_lines([Text("a"), Text(long), Text("b")], 40)]
-    assert lines == ["a ·", f"{long} ·", "b"]
+    assert lines == ["a ·", long, "· b"]  # its ` ·` would wrap alone: it starts the next

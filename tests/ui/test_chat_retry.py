@@ -361,3 +361,16 @@ def test_diff_says_a_file_became_a_directory(
     shown = chat.text[chat.text.index("--- a/old.txt") :].splitlines()
     assert shown[:4] == ["--- a/old.txt", "+++ /dev/null", "@@ -1 +0,0 @@", "-orig"]
     assert shown[4] == "# created the directory old.txt"
+
+
+def test_a_typed_block_for_a_mention_that_attached_once_is_kept() -> None:
+    """A mention attaches its file once: of two blocks for it at the end, only the last is
+    the attachment; the one before it is what the user typed."""
+    from cli.loop.mentions import file_block, typed_text
+
+    typed = '@a.txt compare with\n\n<file path="a.txt">\nold version\n</file>'
+    assert typed_text(typed + "\n\n" + file_block("a.txt", {"content": "new\n"})) == typed
+    both = "@a.txt @./a.txt\n\n" + "\n\n".join(
+        file_block("a.txt", {"content": "new\n"}) for _ in range(2)
+    )
+    assert typed_text(both) == "@a.txt @./a.txt"  # two mentions: two attachments
